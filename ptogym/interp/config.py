@@ -1,0 +1,94 @@
+"""Tile shapes, labels and the option setters kernels call.  Tile shapes are checked
+when set (C-TILE-06 ints, C-TILE-05 cube L0/L1 rules) and used by every later op."""
+from __future__ import annotations
+
+import enum
+
+from . import runtime
+from .checks import violation
+
+
+class CachePolicy(enum.Enum):
+    NONE_CACHEABLE = 0
+    MAX_NUM = 1
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def set_vec_tile_shapes(*shapes: int) -> None:
+    for i, s in enumerate(shapes):
+        if not _is_int(s) or s <= 0:
+            violation("C-TILE-06", f"set_vec_tile_shapes{shapes}: entry {i} is {s!r}; tile shapes must be positive "
+                                   f"Python ints, not runtime values")
+    runtime.current().vec_tile = tuple(shapes)
+
+
+def get_vec_tile_shapes() -> list:
+    tile = runtime.current().vec_tile
+    return list(tile) if tile else []
+
+
+def set_cube_tile_shapes(m, k, n, enable_split_k: bool = False) -> None:
+    for axis, pair in (("m", m), ("k", k), ("n", n)):
+        if len(pair) != 2 or not all(_is_int(v) for v in pair):
+            violation("C-TILE-06", f"set_cube_tile_shapes: {axis}={pair!r} must be [L0, L1] Python ints")
+            return
+        l0, l1 = pair
+        if not (0 < l0 <= l1 and l1 % l0 == 0):
+            violation("C-TILE-05", f"set_cube_tile_shapes: {axis}=[{l0}, {l1}] needs 0 < L0 <= L1 and L1 % L0 == 0")
+    runtime.current().cube_tile = (tuple(m), tuple(k), tuple(n), enable_split_k)
+
+
+def get_cube_tile_shapes():
+    cube = runtime.current().cube_tile
+    if cube is None:
+        return [], [], [], False
+    m, k, n, split = cube
+    return list(m), list(k), list(n), split
+
+
+def set_semantic_label(label: str) -> None:
+    runtime.current().semantic_label = label
+
+
+def set_cache_policy(tensor, policy, value=True) -> None:
+    tensor.set_cache_policy(policy, value)
+
+
+def _option_setter(group: str):
+    def setter(**options) -> None:
+        runtime.current().options.setdefault(group, {}).update(options)
+    setter.__name__ = f"set_{group}"
+    return setter
+
+
+def _option_getter(group: str):
+    def getter() -> dict:
+        return dict(runtime.current().options.get(group, {}))
+    getter.__name__ = f"get_{group}"
+    return getter
+
+
+set_pass_options, get_pass_options = _option_setter("pass_options"), _option_getter("pass_options")
+set_runtime_options, get_runtime_options = _option_setter("runtime_options"), _option_getter("runtime_options")
+set_verify_options, get_verify_options = _option_setter("verify_options"), _option_getter("verify_options")
+set_host_options, get_host_options = _option_setter("host_options"), _option_getter("host_options")
+set_codegen_options, get_codegen_options = _option_setter("codegen_options"), _option_getter("codegen_options")
+set_debug_options, get_debug_options = _option_setter("debug_options"), _option_getter("debug_options")
+set_operation_options, get_operation_options = (_option_setter("operation_options"),
+                                                _option_getter("operation_options"))
+
+
+def set_options(**groups) -> None:
+    """``pypto.set_options(pass_options={...}, vec_tile_shapes=[...], ...)``."""
+    for group, value in groups.items():
+        if value is None:
+            continue
+        if group == "vec_tile_shapes":
+            set_vec_tile_shapes(*value)
+        elif group == "cube_tile_shapes":
+            set_cube_tile_shapes(*value)
+        else:
+            runtime.current().options.setdefault(group, {}).update(value)

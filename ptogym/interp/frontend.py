@@ -1,0 +1,217 @@
+"""``pypto.frontend`` and the loop constructs: how a kernel is called and iterated.
+
+``jit`` runs the decorated function eagerly on each call: torch tensors are checked
+against their ``pypto.Tensor`` annotations, wrapped as parameters (dynamic dims
+become symbolic scalars), the body runs with fresh tile state, and afterwards every
+pure output is checked to be fully written.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+
+import torch
+
+from . import dtypes, runtime
+from .checks import violation
+from .runtime import KernelRun, LoopInfo, StorageRecord
+from .symbolic import SymbolicScalar, value_of
+from .tensor import Tensor
+
+
+class StatusType(enum.Enum):
+    STATIC = 0
+    DYNAMIC = 1
+    DYN = 1
+
+
+class RunMode(enum.Enum):
+    NPU = 0
+    SIM = 1
+
+
+DYNAMIC = StatusType.DYNAMIC
+DYN = StatusType.DYN
+STATIC = StatusType.STATIC
+
+
+def dynamic(name: str) -> SymbolicScalar:
+    """A named dynamic dim: every annotation using it must bind the same value."""
+    return SymbolicScalar(0, name)
+
+
+class JitKernel:
+    """A ``@pypto.frontend.jit`` kernel; options are accepted and kept in ``options``."""
+
+    def __init__(self, func, options: dict):
+        self.func = func
+        self.options = options
+        self.signature = inspect.signature(func)
+        self.tensor_params, self.scalar_params = self._split_params()
+        functools.update_wrapper(self, func)
+
+    def _annotation(self, param):
+        ann = param.annotation
+        if isinstance(ann, str):  # postponed annotations: resolve in the kernel's scope
+            scope = dict(self.func.__globals__)
+            scope.update(inspect.getclosurevars(self.func).nonlocals)
+            ann = eval(ann, scope)  # noqa: S307 - the kernel's own annotation text
+        return ann
+
+    def _split_params(self):
+        tensors, scalars = [], []
+        for param in self.signature.parameters.values():
+            ann = self._annotation(param)
+            (tensors if isinstance(ann, Tensor) else scalars).append((param.name, ann))
+        return tensors, scalars
+
+    def __call__(self, *args, **kwargs):
+        n = len(self.tensor_params)
+        if len(args) < n:
+            raise TypeError(f"{self.__name__}: expected at least {n} tensor argument(s), got {len(args)}")
+        run = KernelRun(self.__name__, vec_tile=runtime.GLOBAL_RUN.vec_tile,
+                        cube_tile=runtime.GLOBAL_RUN.cube_tile, options=self.options)
+        runtime.push(run)
+        try:
+            params = self._bind_tensors(run, args[:n])
+            scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
+            scalars.update(kwargs)
+            result = self.func(*params, **scalars)
+            run.check_outputs()
+        finally:
+            runtime.pop()
+        return _to_torch(result)
+
+    def _bind_tensors(self, run: KernelRun, args) -> list:
+        device = None
+        params = []
+        for (name, spec), arg in zip(self.tensor_params, args):
+            if not isinstance(arg, torch.Tensor):
+                violation("C-ARG-01", f"{self.__name__}({name}=...): got {type(arg).__name__}, expected torch.Tensor")
+            if device is None:
+                device = arg.device
+            elif arg.device != device:
+                violation("C-ARG-02", f"{self.__name__}({name}=...): on {arg.device}, other tensors on {device}")
+            if not arg.is_contiguous():
+                violation("C-ARG-02", f"{self.__name__}({name}=...): non-contiguous tensor (strides {arg.stride()})")
+            params.append(self._bind_one(run, name, spec, arg))
+        return params
+
+    def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
+        expected = spec.dtype
+        if expected is not None and arg.dtype != expected.torch:
+            violation("C-ARG-01", f"{self.__name__}({name}=...): dtype {arg.dtype}, annotation says {expected}")
+        if len(spec.shape) != arg.dim():
+            violation("C-ARG-01", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
+                                  f"{_fmt_spec(spec.shape)}")
+        shape = []
+        for axis, (dim, size) in enumerate(zip(spec.shape, arg.shape)):
+            if isinstance(dim, StatusType) and dim is not STATIC:
+                shape.append(SymbolicScalar(size, f"{name}.shape[{axis}]"))
+            elif isinstance(dim, SymbolicScalar):
+                bound = run.dims.setdefault(dim.expr, size)
+                if bound != size:
+                    violation("C-ARG-03", f"{self.__name__}({name}=...): dynamic dim {dim.expr} is {size} on axis "
+                                          f"{axis}, bound to {bound} by an earlier argument")
+                shape.append(SymbolicScalar(size, dim.expr))
+            else:
+                static = size if dim is STATIC else dim
+                if static != size:
+                    violation("C-ARG-01", f"{self.__name__}({name}=...): axis {axis} is {size}, annotation says "
+                                          f"{static} (shape {list(arg.shape)} vs {_fmt_spec(spec.shape)})")
+                shape.append(size)
+        record = StorageRecord(name, "param", tuple(arg.shape))
+        run.records.append(record)
+        return Tensor(shape, dtypes.from_torch(arg.dtype), name, _data=arg, _record=record,
+                      _region=tuple(slice(0, n) for n in arg.shape))
+
+
+def _fmt_spec(shape) -> str:
+    return "[" + ", ".join(d.name if isinstance(d, StatusType) else str(d) for d in shape) + "]"
+
+
+def _to_torch(result):
+    if isinstance(result, Tensor):
+        return result.data
+    if isinstance(result, (tuple, list)):
+        return type(result)(_to_torch(r) for r in result)
+    return result
+
+
+def jit(func=None, **options):
+    """``@pypto.frontend.jit`` / ``@pypto.frontend.jit(**options)``."""
+    if func is None:
+        return lambda f: JitKernel(f, options)
+    return JitKernel(func, options)
+
+
+def function(func=None, **options):
+    """``@pypto.frontend.function``: inlined into the calling kernel; tensor args only."""
+    def wrap(f):
+        @functools.wraps(f)
+        def inlined(*args, **kwargs):
+            for value in (*args, *kwargs.values()):
+                if not isinstance(value, Tensor):
+                    violation("C-API-06", f"@pypto.frontend.function {f.__name__}: argument {value!r} is not a "
+                                          f"Tensor; functions take tensor parameters only")
+            return f(*args, **kwargs)
+        return inlined
+    return wrap if func is None else wrap(func)
+
+
+# --- loops ------------------------------------------------------------------------------
+def _range(args):
+    if len(args) == 1:
+        return 0, args[0], 1
+    if len(args) == 2:
+        return args[0], args[1], 1
+    if len(args) == 3:
+        return args
+    raise TypeError(f"loop() takes 1 to 3 positional arguments but {len(args)} were given")
+
+
+def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_list=None,
+         submit_before_loop: bool = False):
+    """``for i in pypto.loop(stop)`` / ``loop(start, stop[, step])``: i is a symbolic
+    index carrying its value."""
+    start, stop, step = (value_of(v) for v in _range(args))
+    values = range(start, stop, step)
+    info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
+    label = idx_name or name or "i"
+    for v in values:
+        yield SymbolicScalar(v, label, loop=info)
+
+
+def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
+                submit_before_loop: bool = False):
+    """Yield ``(index, factor)`` pairs covering [start, stop): the largest factor while
+    a whole step of it fits, then smaller factors for the remainder (1 always last)."""
+    start, stop, step = (value_of(v) for v in _range(args))
+    factors = sorted(set(unroll_list) | {1}, reverse=True)
+    plan, position = [], start
+    for factor in factors:
+        stride = step * factor
+        count = max(0, (stop - position) // stride)
+        plan.extend((position + i * stride, factor) for i in range(count))
+        position += count * stride
+    info = LoopInfo(name or "loop_unroll", plan[0][0] if plan else None, plan[-1][0] if plan else None)
+    label = idx_name or name or "i"
+    for value, factor in plan:
+        yield SymbolicScalar(value, label, loop=info), factor
+
+
+def _loop_position(scalar, which: str) -> SymbolicScalar:
+    if not isinstance(scalar, SymbolicScalar) or scalar.loop is None:
+        violation("C-LOOP-07", f"pypto.is_loop_{which}({scalar!r}): not a pypto.loop index")
+        return SymbolicScalar(0, is_condition=True)
+    target = scalar.loop.first if which == "begin" else scalar.loop.last
+    return SymbolicScalar(int(scalar.value == target), f"is_loop_{which}({scalar.expr})", is_condition=True)
+
+
+def is_loop_begin(scalar) -> SymbolicScalar:
+    return _loop_position(scalar, "begin")
+
+
+def is_loop_end(scalar) -> SymbolicScalar:
+    return _loop_position(scalar, "end")

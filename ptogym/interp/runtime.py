@@ -1,0 +1,103 @@
+"""Kernel execution state: the running kernel, its tile settings, parameters,
+workspace tensors and loops.  One ``KernelRun`` lives for one jit call; outside any
+kernel a module-level run holds the global settings (as pypto's config does)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .checks import violation
+
+
+@dataclass
+class StorageRecord:
+    """Bookkeeping for a kernel parameter or a ``pypto.tensor`` workspace.
+
+    ``written`` is a coverage mask over the storage (allocated on first write);
+    it proves reads of workspaces are initialised and outputs fully written.
+    """
+
+    name: str
+    kind: str  # "param" | "local"
+    shape: tuple
+    viewed: bool = False
+    assembled: bool = False
+    read: bool = False
+    written: torch.Tensor | None = None
+    fully_written: bool = False
+
+    def mark_written(self, region, device) -> None:
+        if self.fully_written:
+            return
+        if self.written is None:
+            self.written = torch.zeros(self.shape, dtype=torch.bool, device=device)
+        self.written[region] = True
+        if region == tuple(slice(0, n) for n in self.shape) or bool(self.written.all()):
+            self.fully_written = True
+
+    def unwritten_count(self, region=None) -> int:
+        if self.fully_written:
+            return 0
+        if self.written is None:
+            return _numel(self.shape) if region is None else -1
+        mask = self.written if region is None else self.written[region]
+        return int((~mask).sum())
+
+    def first_unwritten(self, region=None) -> list[int]:
+        mask = self.written if region is None else self.written[region]
+        return [int(i) for i in (~mask).nonzero()[0]]
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@dataclass
+class LoopInfo:
+    name: str
+    first: int | None
+    last: int | None
+
+
+@dataclass
+class KernelRun:
+    name: str
+    vec_tile: tuple | None = None
+    cube_tile: tuple | None = None  # ((m0, m1), (k0, k1), (n0, n1), split_k)
+    options: dict = field(default_factory=dict)
+    records: list = field(default_factory=list)
+    semantic_label: str | None = None
+    dims: dict = field(default_factory=dict)  # named dynamic dim -> bound value
+
+    def check_outputs(self) -> None:
+        """C-OUT-01: parameters the kernel only wrote must be written everywhere."""
+        for record in self.records:
+            if record.kind == "param" and (record.assembled or record.written is not None) and not record.read:
+                missing = record.unwritten_count()
+                if missing:
+                    violation("C-OUT-01", f"output {record.name} {list(record.shape)}: {missing} element(s) never "
+                                          f"written, first at index {record.first_unwritten()}")
+
+
+GLOBAL_RUN = KernelRun(name="<global>")
+_stack: list[KernelRun] = [GLOBAL_RUN]
+
+
+def current() -> KernelRun:
+    return _stack[-1]
+
+
+def in_kernel() -> bool:
+    return len(_stack) > 1
+
+
+def push(run: KernelRun) -> None:
+    _stack.append(run)
+
+
+def pop() -> None:
+    _stack.pop()

@@ -1,0 +1,136 @@
+"""Symbolic scalars: dynamic dims and loop indices that carry their concrete value.
+
+On a device these are runtime values, unknown while the graph is built, so a kernel
+may only use them where PyPTO accepts symbols (loop bounds, view offsets,
+valid_shape, arithmetic, ``.min``/``.max``).  The interpreter knows the value and
+computes with it, but refuses the Python conversions a real build cannot do.
+"""
+from __future__ import annotations
+
+import linecache
+import operator
+import sys
+
+from .checks import violation
+
+
+class SymbolicScalar:
+    """A runtime integer.  ``expr`` is how a kernel would print it; ``value`` is what
+    it is during this run.  ``is_condition`` marks results of comparisons and
+    ``is_loop_begin/end``, which may drive a Python ``if`` (pypto's parser turns
+    those into runtime conditions)."""
+
+    __slots__ = ("value", "expr", "loop", "is_condition", "is_variable")
+
+    def __init__(self, value, expr=None, *, loop=None, is_condition=False):
+        if isinstance(value, SymbolicScalar):
+            value, expr = value.value, expr or value.expr
+        elif isinstance(value, str):  # pypto.SymbolicScalar("name", value)
+            value, expr = (expr if isinstance(expr, int) else 0), value
+        self.value = int(value)
+        self.expr = expr if expr is not None else str(self.value)
+        self.loop = loop
+        self.is_condition = is_condition
+        self.is_variable = False
+
+    # --- what pypto offers -------------------------------------------------------
+    def min(self, other) -> "SymbolicScalar":
+        other_value = _value(other)
+        return SymbolicScalar(min(self.value, other_value), f"min({self.expr}, {_expr(other)})")
+
+    def max(self, other) -> "SymbolicScalar":
+        other_value = _value(other)
+        return SymbolicScalar(max(self.value, other_value), f"max({self.expr}, {_expr(other)})")
+
+    def as_variable(self) -> None:
+        """Mark as a named runtime variable (pypto: in place, returns None)."""
+        self.is_variable = True
+
+    def is_concrete(self) -> bool:
+        return self.expr == str(self.value)
+
+    def concrete(self) -> int:
+        if not self.is_concrete():
+            violation("C-LOOP-03", f"concrete() on runtime value {self.expr} (= {self.value} in this run)")
+        return self.value
+
+    is_immediate = is_concrete
+
+    def is_symbol(self) -> bool:
+        return not self.is_concrete()
+
+    # --- Python conversions a real build cannot perform --------------------------
+    def __index__(self) -> int:
+        caller = sys._getframe(1)
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+        if "range(" in line:
+            violation("C-LOOP-02", f"range() over symbolic {self.expr} (= {self.value}); use pypto.loop")
+        else:
+            violation("C-LOOP-03", f"symbolic {self.expr} (= {self.value}) used as a Python index/int")
+        return self.value
+
+    def __int__(self) -> int:
+        violation("C-LOOP-03", f"int() of symbolic {self.expr} (= {self.value})")
+        return self.value
+
+    def __bool__(self) -> bool:
+        if not self.is_condition:
+            violation("C-LOOP-03", f"symbolic {self.expr} (= {self.value}) used as a Python bool")
+        return bool(self.value)
+
+    def __hash__(self):
+        return hash((self.value, self.expr))
+
+    def __repr__(self) -> str:
+        return f"SymbolicScalar({self.expr}={self.value})"
+
+    __str__ = __repr__
+
+
+def _value(x) -> int:
+    return x.value if isinstance(x, SymbolicScalar) else int(x)
+
+
+def _expr(x) -> str:
+    return x.expr if isinstance(x, SymbolicScalar) else str(x)
+
+
+def _binary(op, symbol, *, condition=False, reflected=False):
+    def method(self, other):
+        if not isinstance(other, (int, SymbolicScalar)):
+            return NotImplemented
+        a, b = (other, self) if reflected else (self, other)
+        return SymbolicScalar(op(_value(a), _value(b)), f"({_expr(a)} {symbol} {_expr(b)})",
+                              is_condition=condition)
+    return method
+
+
+for _name, _op, _sym in [("add", operator.add, "+"), ("sub", operator.sub, "-"),
+                         ("mul", operator.mul, "*"), ("floordiv", operator.floordiv, "//"),
+                         ("mod", operator.mod, "%")]:
+    setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
+    setattr(SymbolicScalar, f"__r{_name}__", _binary(_op, _sym, reflected=True))
+for _name, _op, _sym in [("lt", operator.lt, "<"), ("le", operator.le, "<="), ("gt", operator.gt, ">"),
+                         ("ge", operator.ge, ">="), ("eq", operator.eq, "=="), ("ne", operator.ne, "!=")]:
+    setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym, condition=True))
+SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, f"(-{self.expr})")
+
+
+def value_of(x) -> int:
+    """Concrete value of an int or SymbolicScalar (for the interpreter's own use)."""
+    return _value(x)
+
+
+def sym_min(a, b) -> SymbolicScalar:
+    """``pypto.min``: minimum of two runtime integers."""
+    return SymbolicScalar(a).min(b)
+
+
+def sym_max(a, b) -> SymbolicScalar:
+    return SymbolicScalar(a).max(b)
+
+
+def ceildiv(a, b):
+    if isinstance(a, SymbolicScalar) or isinstance(b, SymbolicScalar):
+        return (a + b - 1) // b
+    return -(-a // b)

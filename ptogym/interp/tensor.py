@@ -1,0 +1,292 @@
+"""``pypto.Tensor`` for the interpreter, and the data-movement ops that define
+where tiles come from and go to: ``view``, slicing, ``assemble``, ``out[...] =``,
+``move``, ``reshape``.
+
+A Tensor has a *static* ``shape`` (what the compiled graph sees: ints, or symbols
+for a parameter's dynamic dims) and ``data``, a torch tensor holding its *valid*
+region (a tail tile declared [64, H] with 10 valid rows holds 10 rows), so every
+op computes on exactly the data a device would treat as valid.
+Views of parameters are torch views: no copies, and in-place aliasing between
+formal parameters behaves as memory does.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import dtypes, runtime
+from .checks import violation
+from .symbolic import SymbolicScalar, value_of
+
+
+class Tensor:
+    """Annotation (``pypto.Tensor([DYNAMIC, 128], DT_FP32)`` outside a kernel), kernel
+    parameter, workspace (``pypto.tensor(...)`` inside a kernel) or op result."""
+
+    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "__weakref__")
+
+    def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
+                 device=None, ori_shape=None, *, _data=None, _record=None, _region=None):
+        self._shape = list(shape) if shape is not None else (list(_data.shape) if _data is not None else [])
+        self.dtype = dtype if dtype is not None else (dtypes.from_torch(_data.dtype) if _data is not None else None)
+        self.name = name
+        self.data = _data
+        self.record = _record
+        self.region = _region
+        self.cache_policy = None
+        if _data is None and runtime.in_kernel():
+            self._allocate_workspace(device)
+
+    def _allocate_workspace(self, device) -> None:
+        """``pypto.tensor`` inside a kernel: uninitialised on a device, so poisoned here
+        and tracked until written (C-MEM-01)."""
+        for i, dim in enumerate(self._shape):
+            if not isinstance(dim, int) or isinstance(dim, bool):
+                violation("C-TILE-06", f"pypto.tensor {self.name!r} dim {i} is {dim!r}; workspace shapes must be Python ints")
+        shape = [value_of(d) for d in self._shape]
+        torch_dtype = self.dtype.torch
+        self.data = torch.empty(shape, dtype=torch_dtype, device=device or _default_device())
+        if torch_dtype.is_floating_point:
+            self.data.fill_(float("nan"))
+        self.record = runtime.StorageRecord(self.name or "pypto.tensor", "local", tuple(shape))
+        self.region = tuple(slice(0, n) for n in shape)
+        runtime.current().records.append(self.record)
+
+    # --- attributes pypto exposes --------------------------------------------------
+    @property
+    def shape(self) -> list:
+        return list(self._shape)
+
+    @property
+    def valid_shape(self) -> list:
+        return [d if isinstance(d, SymbolicScalar) or v == d else SymbolicScalar(v, f"valid({self.name})")
+                for d, v in zip(self._shape, self.data.shape)]
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def set_cache_policy(self, policy, value=True) -> None:
+        self.cache_policy = (policy, value)
+
+    def get_cache_policy(self, policy=None):
+        return self.cache_policy
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name or '?'}, shape={self._shape}, dtype={self.dtype})"
+
+    # --- reading and writing by index ----------------------------------------------
+    def __getitem__(self, key):
+        offsets, shape, dropped = _parse_key(self, key, allow_symbolic=False)
+        tile = view(self, shape, offsets)
+        if dropped:
+            keep = [d for i, d in enumerate(tile._shape) if i not in dropped]
+            tile = _derived(tile, tile.data.reshape([n for i, n in enumerate(tile.data.shape) if i not in dropped]), keep)
+        return tile
+
+    def __setitem__(self, key, value) -> None:
+        offsets, _, dropped = _parse_key(self, key, allow_symbolic=True)
+        if not isinstance(value, Tensor):
+            fill = torch.full(_extent_after(self, offsets), value, dtype=self.dtype.torch, device=self.data.device)
+            value = Tensor(_data=fill)
+        elif dropped:
+            data = value.data
+            for i in sorted(dropped):
+                data = data.unsqueeze(i)
+            value = Tensor(_data=data)
+        _write(value, offsets, self, op="__setitem__")
+
+    def move(self, other: "Tensor") -> None:
+        """``out.move(x)``: x becomes the content of out."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"'{type(other).__name__}' type cannot be moved to Tensor")
+        _write(other, [0] * self.dim(), self, op="move")
+
+
+def _default_device():
+    return torch.device("cpu")
+
+
+def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
+    """A tensor sharing src's storage bookkeeping (views, reshapes)."""
+    return Tensor(shape, src.dtype, src.name, _data=data, _record=src.record, _region=src.region)
+
+
+def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
+    """An op result: fresh data, no storage bookkeeping."""
+    return Tensor(shape, dtype, _data=data)
+
+
+def _parse_key(t: Tensor, key, allow_symbolic: bool):
+    """Translate ``t[key]`` into view offsets/shape and the int-indexed dims to drop."""
+    key = key if isinstance(key, tuple) else (key,)
+    if any(k is Ellipsis for k in key):
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (t.dim() - len(key) + 1) + key[i + 1:]
+    key = key + (slice(None),) * (t.dim() - len(key))
+    if len(key) != t.dim():
+        violation("C-VIEW-02", f"index with {len(key)} entries on rank-{t.dim()} tensor {t.name!r}")
+    offsets, shape, dropped = [], [], set()
+    for axis, (k, dim) in enumerate(zip(key, t._shape)):
+        if isinstance(k, slice):
+            if k.step not in (None, 1):
+                violation("C-API-06", f"slice step {k.step} on axis {axis}; only contiguous slices exist")
+            start = 0 if k.start is None else k.start
+            stop = dim if k.stop is None else k.stop
+        else:
+            start, stop = k, k + 1
+            dropped.add(axis)
+        for bound in (start, stop):
+            if isinstance(bound, SymbolicScalar) and not allow_symbolic and bound is not dim:
+                violation("C-LOOP-03", f"symbolic {bound.expr} (= {bound.value}) in a [] slice on axis {axis}; "
+                                       f"use pypto.view with symbolic offsets")
+        offsets.append(start)
+        length = stop - start
+        shape.append(length if isinstance(length, int) else value_of(length))
+    return offsets, shape, dropped
+
+
+def _extent_after(t: Tensor, offsets) -> list[int]:
+    return [n - value_of(o) for n, o in zip(t.data.shape, offsets)]
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=None) -> Tensor:
+    """``pypto.view``: a [shape] tile of input at offsets; valid_shape marks how much of
+    it holds data (a tail tile).  shape must be Python ints (C-TILE-06); offsets and
+    valid_shape may be symbolic."""
+    rank = input.dim()
+    shape = list(input._shape) if shape is None else list(shape)
+    offsets = [0] * rank if offsets is None else list(offsets)
+    for i, d in enumerate(shape):
+        if not _is_int(d):
+            violation("C-TILE-06", f"view shape[{i}] of {input.name!r} is {d!r}; view shapes must be Python ints "
+                                   f"(dynamic extents go in valid_shape)")
+    if len(shape) != rank or len(offsets) != rank or (valid_shape is not None and len(valid_shape) != rank):
+        violation("C-VIEW-02", f"view of rank-{rank} {input.name!r}: shape {shape}, offsets {_fmt(offsets)}, "
+                               f"valid_shape {_fmt(valid_shape)}")
+    shape = [value_of(d) for d in shape]
+    starts = [value_of(o) for o in offsets]
+    valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
+    source = list(input.data.shape)
+    for axis in range(rank):
+        if starts[axis] < 0 or valid[axis] < 0 or valid[axis] > shape[axis]:
+            violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])}, "
+                                   f"valid {_fmt1(valid[axis])}, shape {shape[axis]}")
+        if starts[axis] + valid[axis] > source[axis]:
+            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + extent "
+                                   f"{valid[axis]} > {source[axis]} (source {source}, view shape {shape}, "
+                                   f"valid_shape {_fmt(valid_shape)})")
+    # lenient mode: clip like pypto does
+    ends = [min(s + v, n) for s, v, n in zip(starts, valid, source)]
+    region = tuple(slice(s, max(s, e)) for s, e in zip(starts, ends))
+    _note_read(input, region, "view")
+    data = input.data[region]
+    if dtype is not None and dtype is not input.dtype:
+        data = data.contiguous().view(dtype.torch)
+        shape[-1] = shape[-1] * int(input.dtype.nbytes) // int(dtype.nbytes)
+    result = Tensor(shape, dtype or input.dtype, input.name, _data=data, _record=input.record,
+                    _region=_compose(input.region, region))
+    return result
+
+
+def _note_read(t: Tensor, region, how: str) -> None:
+    record = t.record
+    if record is None:
+        return
+    record.read = True
+    if how == "view" and record.kind == "param":
+        record.viewed = True
+        if record.assembled:
+            violation("C-GRAPH-01", f"parameter {record.name!r} is viewed after being assembled into")
+    if record.kind == "local" and not record.fully_written:
+        absolute = _compose(t.region, region)
+        missing = record.unwritten_count(absolute)
+        if missing:
+            where = "" if missing < 0 else f", first at {record.first_unwritten(absolute)}"
+            violation("C-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: "
+                                  f"{'nothing' if missing < 0 else missing} element(s) never written{where}")
+
+
+def note_operand(t: Tensor) -> None:
+    """Ops call this on every tensor operand (workspace reads are checked)."""
+    if t.record is not None:
+        _note_read(t, tuple(slice(0, n) for n in t.data.shape), "operand")
+
+
+def _compose(outer, inner):
+    if outer is None:
+        return None
+    return tuple(slice(o.start + i.start, o.start + i.stop) for o, i in zip(outer, inner))
+
+
+def assemble(*args, parallel: bool = False) -> None:
+    """``pypto.assemble(src, offsets, dst)`` or ``pypto.assemble([(src, offsets), ...], dst)``."""
+    if isinstance(args[0], (list, tuple)):
+        pieces, dst = args
+        for src, offsets in pieces:
+            _write(src, offsets, dst, op="assemble")
+    else:
+        src, offsets, dst = args
+        _write(src, offsets, dst, op="assemble")
+
+
+def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
+    rank = dst.dim()
+    if len(offsets) != rank or src.data.dim() != rank:
+        violation("C-ASSEMBLE-02", f"{op} rank-{src.data.dim()} tile at offsets {_fmt(offsets)} into rank-{rank} "
+                                   f"{dst.name!r}")
+    if src.dtype is not dst.dtype:
+        violation("C-API-01", f"{op} of a {src.dtype} tile into {dst.dtype} {dst.name!r}; cast first")
+    starts = [value_of(o) for o in offsets]
+    extent = list(src.data.shape)
+    limit = list(dst.data.shape)
+    for axis in range(rank):
+        if starts[axis] < 0 or starts[axis] + extent[axis] > limit[axis]:
+            violation("C-ASSEMBLE-01", f"{op} into {dst.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + tile "
+                                       f"{extent[axis]} > {limit[axis]} (tile {extent}, destination {limit})")
+    region = tuple(slice(s, min(s + e, n)) for s, e, n in zip(starts, extent, limit))
+    record = dst.record
+    if record is not None and record.kind == "param":
+        record.assembled = True
+        if record.viewed:
+            violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
+    data = src.data[tuple(slice(0, r.stop - r.start) for r in region)]
+    dst.data[region].copy_(data)
+    if record is not None:
+        record.mark_written(_compose(dst.region, region), dst.data.device)
+
+
+def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:
+    """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input."""
+    dims = [value_of(d) for d in shape]
+    data = input.data.reshape(dims)
+    if inplace:
+        return Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
+                      _region=None if input.record is None else input.region and _reshape_region(input, dims))
+    note_operand(input)
+    return wrap(data.clone(), input.dtype, list(shape))
+
+
+def _reshape_region(input: Tensor, dims):
+    """Bookkeeping for an in-place reshape: only whole-storage reshapes keep tracking."""
+    full = tuple(slice(0, n) for n in input.record.shape)
+    if input.region == full:
+        input.record.shape = tuple(dims)
+        if input.record.written is not None:
+            input.record.written = input.record.written.reshape(dims)
+        return tuple(slice(0, n) for n in dims)
+    return None
+
+
+def _fmt1(x) -> str:
+    return f"{x.expr}={x.value}" if isinstance(x, SymbolicScalar) else repr(x)
+
+
+def _fmt(xs) -> str:
+    return "None" if xs is None else "[" + ", ".join(_fmt1(x) for x in xs) + "]"
+
+
+def _fmt_region(region) -> str:
+    return "[" + ", ".join(f"{r.start}:{r.stop}" for r in region) + "]"

@@ -1,0 +1,62 @@
+"""The operator registry: one sub-package per operator, one ``OpSpec`` each.
+
+An operator package ``ptogym/ops/<name>/`` holds ``kernel.py`` (PyPTO source, a
+builder taking the ``pypto`` namespace), ``golden.py`` (plain torch, fp32),
+``op.py`` (public API, torch.library registration and the ``SPEC``), ``cases.json``
+and ``README.md``.  The verification runner, pytest collection and the benchmark
+all go through ``REGISTRY``.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+OPS_DIR = Path(__file__).parent
+OP_NAMES = ("inplace_add_rms_norm",)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """Everything the runner, tests and benches need to know about one operator.
+
+    make_inputs(case, generator) -> dict[str, Tensor]   deterministic from the case seed
+    golden(inputs, attrs) -> dict[str, Tensor]          independent torch reference
+    run(inputs, attrs, backend) -> dict[str, Tensor]    the kernel through a backend
+    check_case(case) -> list[str]                       violated shape/dtype rules
+    hbm_bytes(case) -> int                              bytes the kernel must move
+    """
+
+    name: str
+    description: str
+    make_inputs: Callable[..., dict]
+    golden: Callable[..., dict]
+    run: Callable[..., dict]
+    check_case: Callable[..., list]
+    hbm_bytes: Callable[..., int]
+    input_names: tuple = ()
+    required_levels: tuple = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cases_path(self) -> Path:
+        return OPS_DIR / self.name / "cases.json"
+
+
+def get_op(name: str) -> OpSpec:
+    if name not in OP_NAMES:
+        raise KeyError(f"unknown operator {name!r}; known: {', '.join(OP_NAMES)}")
+    return importlib.import_module(f"{__name__}.{name}.op").SPEC
+
+
+def all_ops() -> list[OpSpec]:
+    return [get_op(n) for n in OP_NAMES]
+
+
+def __getattr__(attr):
+    # ptogym.ops.inplace_add_rms_norm(...) - public functions resolved lazily so that
+    # importing the registry does not import torch.library registrations eagerly.
+    if attr in OP_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{attr}.op"), attr)
+    raise AttributeError(attr)
