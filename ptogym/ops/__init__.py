@@ -54,9 +54,6 @@ def all_ops() -> list[OpSpec]:
     return [get_op(n) for n in OP_NAMES]
 
 
-def __getattr__(attr):
-    # ptogym.ops.inplace_add_rms_norm(...) - public functions resolved lazily so that
-    # importing the registry does not import torch.library registrations eagerly.
-    if attr in OP_NAMES:
-        return getattr(importlib.import_module(f"{__name__}.{attr}.op"), attr)
-    raise AttributeError(attr)
+# Public operator functions.  Importing an operator's package binds its name here to
+# the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
+from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402

@@ -1,0 +1,1 @@
+"""InplaceAddRmsNorm: see README.md, kernel.py (PyPTO), golden.py (torch), op.py (API)."""

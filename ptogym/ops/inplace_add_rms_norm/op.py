@@ -1,0 +1,180 @@
+"""Public API of InplaceAddRmsNorm, its torch.library registration and its ``SPEC``.
+
+``inplace_add_rms_norm(x1, x2, gamma, eps)`` overwrites x1 with y and x2 with x_add
+at their own addresses and returns ``(x1, x2, rstd)``.  The kernel receives the
+caller's x1/x2 both as inputs and as the y/x_add outputs (distinct formal
+parameters, one address), so nothing is staged and nothing is copied back.
+
+torch.library: ``ptogym::inplace_add_rms_norm(Tensor(a!) x1, Tensor(b!) x2, Tensor
+gamma, float eps) -> Tensor`` returns rstd only, because PyTorch cannot functionalize
+a custom op whose outputs alias its inputs; the Python function returns the aliases.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ptogym.backends import get_backend
+from ptogym.backends.base import LaunchReport
+from ptogym.ops import OpSpec
+
+from . import kernel
+from .golden import inplace_add_rms_norm_golden
+
+SUPPORTED_DTYPES = {torch.bfloat16: "DT_BF16", torch.float16: "DT_FP16", torch.float32: "DT_FP32"}
+ALIGN_BYTES = 32
+INT32_MAX = 2**31 - 1
+
+
+def validate(x1, x2, gamma, eps) -> None:
+    """Raise TypeError/ValueError naming the argument and the rule; writes nothing."""
+    for name, t in (("x1", x1), ("x2", x2), ("gamma", gamma)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if x1.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"x1: dtype {x1.dtype} unsupported; use one of {list(SUPPORTED_DTYPES)}")
+    for name, t in (("x2", x2), ("gamma", gamma)):
+        if t.dtype != x1.dtype:
+            raise TypeError(f"{name}: dtype {t.dtype} must equal x1's dtype {x1.dtype}")
+    if x1.dim() < 2:
+        raise ValueError(f"x1: needs at least 2 dims [..., H], got shape {list(x1.shape)}")
+    if x2.shape != x1.shape:
+        raise ValueError(f"x2: shape {list(x2.shape)} must equal x1's shape {list(x1.shape)}")
+    hidden = x1.shape[-1]
+    if gamma.shape != (hidden,):
+        raise ValueError(f"gamma: shape {list(gamma.shape)} must be [H] = [{hidden}]")
+    for name, t in (("x2", x2), ("gamma", gamma)):
+        if t.device != x1.device:
+            raise ValueError(f"{name}: device {t.device} must equal x1's device {x1.device}")
+    for name, t in (("x1", x1), ("x2", x2), ("gamma", gamma)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name}: must be contiguous (strides {t.stride()}); the op writes in place")
+    row_bytes = hidden * x1.element_size()
+    if row_bytes % ALIGN_BYTES:
+        raise ValueError(f"x1: row of H={hidden} x {x1.element_size()} B = {row_bytes} B must be a multiple of "
+                         f"{ALIGN_BYTES} B (vector tiles are 32-byte aligned)")
+    if hidden > kernel.MAX_HIDDEN:
+        raise ValueError(f"x1: H={hidden} > {kernel.MAX_HIDDEN}: one fp32 row must fit pypto.sum's "
+                         f"{kernel.SUM_BUFFER_BYTES} B reduction buffer")
+    if x1.numel() > INT32_MAX:
+        raise ValueError(f"x1: {x1.numel()} elements > {INT32_MAX}; PyPTO shapes are int32-sized")
+    if x1.numel() and _overlap(x1, x2):
+        raise ValueError("x2: shares memory with x1; the two in-place outputs need separate buffers")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps: must be a finite number > 0, got {eps!r}")
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def launch(x1, x2, gamma, eps, backend=None) -> tuple[torch.Tensor, LaunchReport | None]:
+    """Validate, then run the kernel in place on x1/x2; return (rstd, launch report)."""
+    validate(x1, x2, gamma, eps)
+    hidden = x1.shape[-1]
+    rstd = torch.empty(*x1.shape[:-1], 1, dtype=x1.dtype, device=x1.device)
+    if x1.numel() == 0:
+        return rstd, None
+    backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
+    x1_rows, x2_rows = x1.view(-1, hidden), x2.view(-1, hidden)
+    report = backend.launch(
+        kernel.build, {"hidden": hidden, "dtype": SUPPORTED_DTYPES[x1.dtype]},
+        [x1_rows, x2_rows, gamma.view(1, hidden), x1_rows, x2_rows, rstd.view(-1, 1)], {"eps": float(eps)})
+    return rstd, report
+
+
+@torch.library.custom_op("ptogym::inplace_add_rms_norm", mutates_args=("x1", "x2"))
+def _inplace_add_rms_norm_op(x1: torch.Tensor, x2: torch.Tensor, gamma: torch.Tensor, eps: float) -> torch.Tensor:
+    return launch(x1, x2, gamma, eps)[0]
+
+
+@_inplace_add_rms_norm_op.register_fake
+def _(x1, x2, gamma, eps):
+    return x1.new_empty(*x1.shape[:-1], 1)
+
+
+def inplace_add_rms_norm(x1, x2, gamma, eps=1e-6, *, backend=None):
+    """Fused residual add + RMSNorm written back in place.
+
+    After the call x1 holds y = (x1 + x2) * rstd * gamma and x2 holds x1 + x2, at
+    their original addresses; returns ``(x1, x2, rstd)`` with rstd a new
+    [..., 1] tensor.  ``backend`` picks where the kernel runs (default: the
+    ``PTOGYM_BACKEND`` environment variable, else the interpreter).
+    """
+    if backend is None:
+        rstd = torch.ops.ptogym.inplace_add_rms_norm(x1, x2, gamma, eps)
+    else:
+        rstd = launch(x1, x2, gamma, eps, backend)[0]
+    return x1, x2, rstd
+
+
+# --- what the runner, tests and benchmarks need -------------------------------------------
+def _make_inputs(case, generator, device="cpu"):
+    tensors = {}
+    for name, spec in case.inputs.items():
+        values = torch.randn(spec.shape, generator=generator, dtype=torch.float32)
+        tensors[name] = values.to(dtype=spec.dtype, device=device)
+    return tensors
+
+
+def _golden(inputs, attrs):
+    y, x_add, rstd = inplace_add_rms_norm_golden(inputs["x1"], inputs["x2"], inputs["gamma"], attrs.get("eps", 1e-6))
+    return {"y": y, "x_add": x_add, "rstd": rstd}
+
+
+def _run(inputs, attrs, backend):
+    rstd, report = launch(inputs["x1"], inputs["x2"], inputs["gamma"], attrs.get("eps", 1e-6), backend)
+    return {"y": inputs["x1"], "x_add": inputs["x2"], "rstd": rstd}, report
+
+
+def _check_case(case) -> list[str]:
+    """The shape/dtype rules of ``validate`` applied to a case's declared inputs."""
+    problems = []
+    names = set(case.inputs)
+    if names != {"x1", "x2", "gamma"}:
+        return [f"inputs must be exactly x1, x2, gamma; got {sorted(names)}"]
+    x1, x2, gamma = (case.inputs[n] for n in ("x1", "x2", "gamma"))
+    if x1.dtype not in SUPPORTED_DTYPES:
+        problems.append(f"inputs.x1.dtype: {x1.dtype} unsupported")
+    if x2.dtype != x1.dtype or gamma.dtype != x1.dtype:
+        problems.append("inputs.*.dtype: x1, x2 and gamma must share one dtype")
+    if len(x1.shape) < 2 or tuple(x2.shape) != tuple(x1.shape):
+        problems.append(f"inputs.x2.shape: {list(x2.shape)} must equal x1 {list(x1.shape)} (rank >= 2)")
+        return problems
+    hidden = x1.shape[-1]
+    if tuple(gamma.shape) != (hidden,):
+        problems.append(f"inputs.gamma.shape: {list(gamma.shape)} must be [{hidden}]")
+    element = torch.tensor([], dtype=x1.dtype).element_size()
+    if (hidden * element) % ALIGN_BYTES:
+        problems.append(f"inputs.x1.shape: H={hidden} rows are not {ALIGN_BYTES}-byte aligned for {x1.dtype}")
+    if hidden > kernel.MAX_HIDDEN:
+        problems.append(f"inputs.x1.shape: H={hidden} > {kernel.MAX_HIDDEN}")
+    if not case.attrs.get("eps", 1e-6) > 0:
+        problems.append("attrs.eps: must be > 0")
+    return problems
+
+
+def hbm_bytes(case, copy_back: bool = False) -> int:
+    """Bytes the kernel must move: read x1, x2, gamma; write y, x_add, rstd.
+    ``copy_back`` adds upstream's staging: two extra [rows, H] copies (read + write)."""
+    x1 = case.inputs["x1"]
+    element = torch.tensor([], dtype=x1.dtype).element_size()
+    hidden = x1.shape[-1]
+    rows = math.prod(x1.shape[:-1])
+    moved = (4 * rows * hidden + hidden + rows) * element
+    return moved + (4 * rows * hidden * element if copy_back else 0)
+
+
+SPEC = OpSpec(
+    name="inplace_add_rms_norm",
+    description="fused residual add + RMSNorm, y and x_add written back into x1 and x2 in place",
+    make_inputs=_make_inputs,
+    golden=_golden,
+    run=_run,
+    check_case=_check_case,
+    hbm_bytes=hbm_bytes,
+    input_names=("x1", "x2", "gamma"),
+    required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
+)
