@@ -33,7 +33,7 @@ class StorageRecord:
         if self.written is None:
             self.written = torch.zeros(self.shape, dtype=torch.bool, device=device)
         self.written[region] = True
-        if region == tuple(slice(0, n) for n in self.shape) or bool(self.written.all()):
+        if region == tuple(slice(0, n) for n in self.shape):
             self.fully_written = True
 
     def unwritten_count(self, region=None) -> int:
@@ -42,7 +42,7 @@ class StorageRecord:
         if self.written is None:
             return _numel(self.shape) if region is None else -1
         mask = self.written if region is None else self.written[region]
-        return int((~mask).sum())
+        return 0 if bool(mask.all()) else int((~mask).sum())
 
     def first_unwritten(self, region=None) -> list[int]:
         mask = self.written if region is None else self.written[region]

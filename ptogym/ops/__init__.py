@@ -21,9 +21,9 @@ OP_NAMES = ("inplace_add_rms_norm",)
 class OpSpec:
     """Everything the runner, tests and benches need to know about one operator.
 
-    make_inputs(case, generator) -> dict[str, Tensor]   deterministic from the case seed
-    golden(inputs, attrs) -> dict[str, Tensor]          independent torch reference
-    run(inputs, attrs, backend) -> dict[str, Tensor]    the kernel through a backend
+    make_inputs(case, generator, device) -> dict[str, Tensor]   deterministic from the case seed
+    golden(inputs, attrs) -> dict[str, Tensor]          independent torch reference (gets copies)
+    run(inputs, attrs, backend) -> (dict[str, Tensor], LaunchReport)   the kernel via a backend
     check_case(case) -> list[str]                       violated shape/dtype rules
     hbm_bytes(case) -> int                              bytes the kernel must move
     """

@@ -75,9 +75,9 @@ def launch(x1, x2, gamma, eps, backend=None) -> tuple[torch.Tensor, LaunchReport
     validate(x1, x2, gamma, eps)
     hidden = x1.shape[-1]
     rstd = torch.empty(*x1.shape[:-1], 1, dtype=x1.dtype, device=x1.device)
-    if x1.numel() == 0:
-        return rstd, None
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
+    if x1.numel() == 0:
+        return rstd, LaunchReport(backend=backend.name, wall_s=0.0)
     x1_rows, x2_rows = x1.view(-1, hidden), x2.view(-1, hidden)
     report = backend.launch(
         kernel.build, {"hidden": hidden, "dtype": SUPPORTED_DTYPES[x1.dtype]},
@@ -103,6 +103,8 @@ def inplace_add_rms_norm(x1, x2, gamma, eps=1e-6, *, backend=None):
     [..., 1] tensor.  ``backend`` picks where the kernel runs (default: the
     ``PTOGYM_BACKEND`` environment variable, else the interpreter).
     """
+    if not torch.compiler.is_compiling():  # traced calls see fake tensors; the kernel call validates
+        validate(x1, x2, gamma, eps)
     if backend is None:
         rstd = torch.ops.ptogym.inplace_add_rms_norm(x1, x2, gamma, eps)
     else:

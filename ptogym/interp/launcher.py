@@ -1,0 +1,70 @@
+"""``ptogym interp [--lenient] [--platform ARCH] SCRIPT.py [ARGS...]`` or ``... -m MODULE [ARGS...]``:
+run an unmodified PyPTO program with ``import pypto`` bound to the interpreter."""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+USAGE = "ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]"
+
+
+def bind_pypto() -> None:
+    """Make ``import pypto`` (and its sub-modules kernels use) resolve to ptogym.interp."""
+    import ptogym.interp as interp
+    from ptogym.interp import experimental, frontend
+
+    sys.modules["pypto"] = interp
+    sys.modules["pypto.frontend"] = frontend
+    sys.modules["pypto.experimental"] = experimental
+
+
+def main(argv: list[str]) -> int:
+    from ptogym.interp import checks, platform
+
+    options = argparse.Namespace(lenient=False, platform=None)
+    while argv and argv[0].startswith("--"):
+        flag = argv.pop(0)
+        if flag == "--lenient":
+            options.lenient = True
+        elif flag == "--platform" and argv:
+            options.platform = argv.pop(0)
+        elif flag in ("--help",):
+            print(USAGE)
+            return 0
+        else:
+            print(f"ptogym interp: unknown option {flag}\nusage: {USAGE}", file=sys.stderr)
+            return 2
+    if not argv:
+        print(f"usage: {USAGE}", file=sys.stderr)
+        return 2
+    if options.platform:
+        platform.set_platform(options.platform)
+    if options.lenient:
+        checks.lenient(True).__enter__()  # for the whole program
+    bind_pypto()
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print(f"usage: {USAGE}", file=sys.stderr)
+            return 2
+        sys.argv = argv[1:]
+        return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
+    sys.argv = argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+    return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
+
+
+def _exit_code(run) -> int:
+    try:
+        run()
+    except SystemExit as exit_:
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    parser = subparsers.add_parser("interp", help="run a PyPTO program with `import pypto` bound to the interpreter",
+                                   usage=USAGE)
+    parser.set_defaults(func=lambda args: main([]))

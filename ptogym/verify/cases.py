@@ -1,0 +1,291 @@
+"""Level-based case files: ``ptogym/ops/<op>/cases.json``.
+
+One file per operator lists its test levels (shapes, dtypes, seed, attributes and
+tolerances)::
+
+    {"op": "inplace_add_rms_norm",
+     "required_levels": ["level0", "level1"],
+     "levels": [{"id": "level0", "description": "small smoke", "seed": 0,
+                 "inputs": {"x1": {"shape": [2, 4, 256], "dtype": "bfloat16"}},
+                 "attrs": {"eps": 1e-6}, "rtol": 0.01, "atol": 0.01,
+                 "max_error_ratio": 0.0, "int_tolerance": 0, "tags": ["quick"]}]}
+
+Every level needs id, description, seed, inputs, rtol and atol; attrs,
+max_error_ratio, int_tolerance and tags are optional.  Validation is strict and
+collects every problem before raising, so one edit fixes a file instead of one
+edit per error; each message names the file, the case and the field.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+_TOP_REQUIRED = ("op", "levels")
+_TOP_FIELDS = (*_TOP_REQUIRED, "required_levels")
+_LEVEL_REQUIRED = ("id", "description", "seed", "inputs", "rtol", "atol")
+_LEVEL_FIELDS = (*_LEVEL_REQUIRED, "attrs", "max_error_ratio", "int_tolerance", "tags")
+_TENSOR_FIELDS = ("shape", "dtype")
+
+
+class CaseFileError(ValueError):
+    """A case file is unusable; ``errors`` holds one line per problem found."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of one generated input."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return f"{str(self.dtype).removeprefix('torch.')}[{','.join(map(str, self.shape))}]"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One level of an operator's case file."""
+
+    op: str
+    id: str
+    description: str
+    seed: int
+    inputs: dict[str, TensorSpec]
+    rtol: float
+    atol: float
+    attrs: dict[str, Any] = field(default_factory=dict)
+    max_error_ratio: float = 0.0
+    int_tolerance: int = 0
+    tags: tuple[str, ...] = ()
+    path: Path | None = None
+
+    @property
+    def is_quick(self) -> bool:
+        return "quick" in self.tags
+
+    @property
+    def is_slow(self) -> bool:
+        return "slow" in self.tags
+
+    @property
+    def shape_summary(self) -> str:
+        return " ".join(f"{name}:{spec}" for name, spec in self.inputs.items())
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """The torch dtype called *name* (``"bfloat16"``, ``"int8"``, ``"bool"``...)."""
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}; use a torch dtype name such as 'bfloat16' or 'int8'")
+    return dtype
+
+
+def load_cases(path_or_op_name: str | Path, spec=None) -> list[Case]:
+    """Load and validate a case file, given its path or an operator name.
+
+    With an operator name the spec comes from ``ptogym.ops.get_op`` and the file
+    from ``spec.cases_path``.  With a *spec*, the file must belong to it, contain its
+    ``required_levels`` and input names, and every case must pass
+    ``spec.check_case(case)``.  Raises CaseFileError listing every problem.
+    """
+    path, spec = _resolve(path_or_op_name, spec)
+    problems = _Problems(path)
+    document = _read_json(path)
+    if not isinstance(document, dict):
+        raise CaseFileError([f"{path}: the file must hold a JSON object"])
+    _check_top_level(document, spec, problems)
+    cases = []
+    levels = document.get("levels")
+    for index, level in enumerate(levels if isinstance(levels, list) else []):
+        case = _parse_level(level, index, document.get("op"), path, spec, problems)
+        if case is not None:
+            cases.append(case)
+    _check_ids(levels if isinstance(levels, list) else [], document, spec, problems)
+    problems.raise_if_any()
+    return cases
+
+
+# ------------------------------------------------------------------ file handling
+def _resolve(path_or_op_name: str | Path, spec) -> tuple[Path, Any]:
+    if isinstance(path_or_op_name, Path) or str(path_or_op_name).endswith(".json"):
+        return Path(path_or_op_name), spec
+    if spec is None:
+        from ptogym import ops  # resolved at call time so tests can substitute operators
+
+        spec = ops.get_op(path_or_op_name)
+    return spec.cases_path, spec
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CaseFileError([f"{path}: case file not found"]) from None
+    except json.JSONDecodeError as error:
+        raise CaseFileError([f"{path}: line {error.lineno}: invalid JSON: {error.msg}"]) from None
+
+
+class _Problems:
+    """Collects ``file: case: field: problem`` lines so all of them are reported."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lines: list[str] = []
+
+    def add(self, case: str | None, field_name: str, message: str) -> None:
+        where = f"case {case!r}: " if case is not None else ""
+        self.lines.append(f"{self.path}: {where}field {field_name!r}: {message}")
+
+    def raise_if_any(self) -> None:
+        if self.lines:
+            raise CaseFileError(self.lines)
+
+
+# ----------------------------------------------------------------- field checkers
+# Each returns a problem description, or None when the value is acceptable.
+def _integer(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, got {value!r}"
+    return None if value >= 0 else f"must be >= 0, got {value}"
+
+
+def _number(value: Any, maximum: float = math.inf) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return f"must be a finite number, got {value!r}"
+    return None if 0 <= value <= maximum else f"must be in [0, {maximum}], got {value}"
+
+
+def _text(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else f"must be a non-empty string, got {value!r}"
+
+
+def _object(value: Any) -> str | None:
+    return None if isinstance(value, dict) else f"must be a JSON object, got {type(value).__name__}"
+
+
+def _string_list(value: Any) -> str | None:
+    ok = isinstance(value, list) and all(isinstance(item, str) for item in value)
+    return None if ok else f"must be a list of strings, got {value!r}"
+
+
+_LEVEL_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "id": _text,
+    "description": _text,
+    "seed": _integer,
+    "rtol": _number,
+    "atol": _number,
+    "attrs": _object,
+    "max_error_ratio": lambda value: _number(value, maximum=1.0),
+    "int_tolerance": _integer,
+    "tags": _string_list,
+}
+
+
+# --------------------------------------------------------------------- validation
+def _check_top_level(document: dict, spec, problems: _Problems) -> None:
+    for name in _TOP_REQUIRED:
+        if name not in document:
+            problems.add(None, name, "missing")
+    for name in document.keys() - set(_TOP_FIELDS):
+        problems.add(None, name, f"unknown field; allowed: {', '.join(_TOP_FIELDS)}")
+    if "op" in document and spec is not None and document["op"] != spec.name:
+        problems.add(None, "op", f"file is for {document['op']!r}, expected {spec.name!r}")
+    elif "op" in document and (problem := _text(document["op"])):
+        problems.add(None, "op", problem)
+    if "levels" in document and not isinstance(document["levels"], list):
+        problems.add(None, "levels", f"must be a list, got {type(document['levels']).__name__}")
+    if "required_levels" in document and (problem := _string_list(document["required_levels"])):
+        problems.add(None, "required_levels", problem)
+
+
+def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _Problems) -> Case | None:
+    """Validate one level; return its Case when it is well formed (and allowed by *spec*)."""
+    if not isinstance(level, dict):
+        problems.add(f"levels[{index}]", "levels", f"each level must be a JSON object, got {level!r}")
+        return None
+    case_name = level["id"] if isinstance(level.get("id"), str) and level["id"] else f"levels[{index}]"
+    before = len(problems.lines)
+    for name in _LEVEL_REQUIRED:
+        if name not in level:
+            problems.add(case_name, name, "missing")
+    for name in level.keys() - set(_LEVEL_FIELDS):
+        problems.add(case_name, name, f"unknown field; allowed: {', '.join(_LEVEL_FIELDS)}")
+    for name, check in _LEVEL_CHECKS.items():
+        if name in level and (problem := check(level[name])):
+            problems.add(case_name, name, problem)
+    inputs = _parse_inputs(level.get("inputs"), case_name, spec, problems) if "inputs" in level else None
+    if len(problems.lines) > before or not isinstance(op, str):
+        return None
+    case = Case(
+        op=op, id=level["id"], description=level["description"], seed=level["seed"], inputs=inputs,
+        rtol=float(level["rtol"]), atol=float(level["atol"]), attrs=dict(level.get("attrs", {})),
+        max_error_ratio=float(level.get("max_error_ratio", 0.0)), int_tolerance=level.get("int_tolerance", 0),
+        tags=tuple(level.get("tags", ())), path=path,
+    )
+    for violation in spec.check_case(case) if spec is not None else ():
+        problems.add(case_name, "inputs", f"violates the operator's constraints: {violation}")
+    return case
+
+
+def _parse_inputs(inputs: Any, case_name: str, spec, problems: _Problems) -> dict[str, TensorSpec] | None:
+    if not isinstance(inputs, dict) or not inputs:
+        problems.add(case_name, "inputs", f"must be a non-empty JSON object, got {inputs!r}")
+        return None
+    if spec is not None and spec.input_names and set(inputs) != set(spec.input_names):
+        problems.add(case_name, "inputs", f"names {sorted(inputs)} differ from the operator's "
+                                          f"{sorted(spec.input_names)}")
+    parsed = {}
+    for name, tensor in inputs.items():
+        tensor_spec = _parse_tensor(tensor, case_name, f"inputs.{name}", problems)
+        if tensor_spec is not None:
+            parsed[name] = tensor_spec
+    return parsed
+
+
+def _parse_tensor(tensor: Any, case_name: str, field_name: str, problems: _Problems) -> TensorSpec | None:
+    if not isinstance(tensor, dict):
+        problems.add(case_name, field_name, f'must be {{"shape": [...], "dtype": "..."}}, got {tensor!r}')
+        return None
+    before = len(problems.lines)
+    for name in _TENSOR_FIELDS:
+        if name not in tensor:
+            problems.add(case_name, f"{field_name}.{name}", "missing")
+    for name in tensor.keys() - set(_TENSOR_FIELDS):
+        problems.add(case_name, f"{field_name}.{name}", "unknown field; allowed: shape, dtype")
+    shape = tensor.get("shape")
+    if "shape" in tensor and (not isinstance(shape, list) or any(_integer(size) for size in shape)):
+        problems.add(case_name, f"{field_name}.shape", f"must be a list of non-negative integers, got {shape!r}")
+    dtype = None
+    if "dtype" in tensor:
+        try:
+            dtype = parse_dtype(tensor["dtype"])
+        except ValueError as error:
+            problems.add(case_name, f"{field_name}.dtype", str(error))
+    return TensorSpec(tuple(shape), dtype) if len(problems.lines) == before else None
+
+
+def _check_ids(levels: list, document: dict, spec, problems: _Problems) -> None:
+    """Duplicate ids, and required levels (the file's and the operator's) that are absent."""
+    seen: dict[str, int] = {}
+    for index, level in enumerate(levels):
+        level_id = level.get("id") if isinstance(level, dict) else None
+        if not isinstance(level_id, str):
+            continue
+        if level_id in seen:
+            problems.add(level_id, "id", f"duplicate id (levels[{seen[level_id]}] and levels[{index}])")
+        seen.setdefault(level_id, index)
+    declared = document.get("required_levels")
+    required = list(declared) if isinstance(declared, list) else []
+    required += [level for level in (spec.required_levels if spec is not None else ()) if level not in required]
+    for level_id in required:
+        if isinstance(level_id, str) and level_id not in seen:
+            problems.add(level_id, "levels", "required level is missing")

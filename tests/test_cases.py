@@ -1,0 +1,224 @@
+"""Case files: parsing, and one test per kind of error (each names file, case, field)."""
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from ptogym import ops
+from ptogym.ops import OpSpec
+from ptogym.verify import Case, CaseFileError, TensorSpec, load_cases, parse_dtype
+
+LEVEL = {
+    "id": "level0", "description": "small smoke", "seed": 0,
+    "inputs": {"x": {"shape": [2, 4, 256], "dtype": "bfloat16"}, "gamma": {"shape": [256], "dtype": "float32"}},
+    "attrs": {"eps": 1e-6}, "rtol": 0.01, "atol": 0.01, "max_error_ratio": 0.0, "int_tolerance": 0,
+    "tags": ["quick"],
+}
+MINIMAL_LEVEL = {"id": "level1", "description": "required fields only", "seed": 7,
+                 "inputs": {"x": {"shape": [8, 256], "dtype": "bfloat16"},
+                            "gamma": {"shape": [256], "dtype": "float32"}},
+                 "rtol": 0.02, "atol": 0}
+DOCUMENT = {"op": "fake_norm", "required_levels": ["level0", "level1"], "levels": [LEVEL, MINIMAL_LEVEL]}
+
+
+@dataclass(frozen=True)
+class FileSpec(OpSpec):
+    """An OpSpec whose case file is wherever the test put it."""
+
+    case_file: Path | None = None
+
+    @property
+    def cases_path(self) -> Path:
+        return self.case_file
+
+
+def last_dim_is_256(case: Case) -> list[str]:
+    return [f"{name}: last dimension must be 256" for name, spec in case.inputs.items() if spec.shape[-1:] != (256,)]
+
+
+def make_spec(case_file: Path, **overrides) -> FileSpec:
+    fields = dict(name="fake_norm", description="fake", make_inputs=None, golden=None, run=None,
+                  check_case=last_dim_is_256, hbm_bytes=None, input_names=("x", "gamma"), case_file=case_file)
+    return FileSpec(**{**fields, **overrides})
+
+
+def write(tmp_path: Path, document, name: str = "cases.json") -> Path:
+    path = tmp_path / name
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    return path
+
+
+def errors_of(path: Path, spec=None) -> list[str]:
+    with pytest.raises(CaseFileError) as raised:
+        load_cases(path, spec)
+    assert str(raised.value) == "\n".join(raised.value.errors)
+    return raised.value.errors
+
+
+def with_level(**changes) -> dict:
+    """DOCUMENT with level0 changed; a value of ... deletes the field."""
+    document = copy.deepcopy(DOCUMENT)
+    level = document["levels"][0]
+    for name, value in changes.items():
+        if value is ...:
+            del level[name]
+        else:
+            level[name] = value
+    return document
+
+
+# ------------------------------------------------------------------ valid files
+def test_valid_file_loads_into_cases(tmp_path):
+    path = write(tmp_path, DOCUMENT)
+    level0, level1 = load_cases(path, make_spec(path))
+    assert level0 == Case(op="fake_norm", id="level0", description="small smoke", seed=0,
+                          inputs={"x": TensorSpec((2, 4, 256), torch.bfloat16),
+                                  "gamma": TensorSpec((256,), torch.float32)},
+                          rtol=0.01, atol=0.01, attrs={"eps": 1e-6}, max_error_ratio=0.0, int_tolerance=0,
+                          tags=("quick",), path=path)
+    assert level0.is_quick and not level0.is_slow
+    assert (level1.attrs, level1.tags, level1.max_error_ratio, level1.int_tolerance) == ({}, (), 0.0, 0)
+    assert not level1.is_quick
+    assert level0.shape_summary == "x:bfloat16[2,4,256] gamma:float32[256]"
+
+
+def test_slow_tag():
+    case = Case(op="o", id="l", description="d", seed=0, inputs={}, rtol=0, atol=0, tags=("slow",))
+    assert case.is_slow and not case.is_quick
+
+
+def test_load_by_operator_name_uses_the_registry(tmp_path, monkeypatch):
+    spec = make_spec(write(tmp_path, DOCUMENT))
+    monkeypatch.setattr(ops, "get_op", {"fake_norm": spec}.__getitem__)
+    assert [case.id for case in load_cases("fake_norm")] == ["level0", "level1"]
+
+
+@pytest.mark.parametrize("name, dtype", [("bfloat16", torch.bfloat16), ("float16", torch.float16),
+                                         ("int8", torch.int8), ("int64", torch.int64), ("bool", torch.bool)])
+def test_parse_dtype_accepts_torch_names(name, dtype):
+    assert parse_dtype(name) is dtype
+
+
+@pytest.mark.parametrize("name", ["bf16", "Tensor", "torch.float32", 3])
+def test_parse_dtype_rejects_other_names(name):
+    with pytest.raises(ValueError, match="unknown dtype"):
+        parse_dtype(name)
+
+
+# ------------------------------------------------------------------ file-level errors
+def test_missing_file(tmp_path):
+    assert errors_of(tmp_path / "nope.json") == [f"{tmp_path / 'nope.json'}: case file not found"]
+
+
+def test_invalid_json_names_the_line(tmp_path):
+    path = write(tmp_path, '{"op": "x",\n "levels": [,]}')
+    [error] = errors_of(path)
+    assert error.startswith(f"{path}: line 2: invalid JSON")
+
+
+def test_unknown_and_missing_top_level_fields(tmp_path):
+    path = write(tmp_path, {"op": "fake_norm", "level": []})
+    assert errors_of(path) == [
+        f"{path}: field 'levels': missing",
+        f"{path}: field 'level': unknown field; allowed: op, levels, required_levels",
+    ]
+
+
+def test_file_for_another_operator(tmp_path):
+    path = write(tmp_path, {**DOCUMENT, "op": "other_op"})
+    assert errors_of(path, make_spec(path)) == [
+        f"{path}: field 'op': file is for 'other_op', expected 'fake_norm'"]
+
+
+def test_missing_required_level_from_file_and_from_spec(tmp_path):
+    path = write(tmp_path, {**DOCUMENT, "required_levels": ["level0", "level1", "level2"]})
+    assert errors_of(path) == [f"{path}: case 'level2': field 'levels': required level is missing"]
+    spec = make_spec(path, required_levels=("level3",))
+    assert errors_of(path, spec) == [f"{path}: case 'level2': field 'levels': required level is missing",
+                                     f"{path}: case 'level3': field 'levels': required level is missing"]
+
+
+# ------------------------------------------------------------------ level errors
+@pytest.mark.parametrize("changes, field, fragment", [
+    ({"seed": ...}, "seed", "missing"),
+    ({"inputs": ...}, "inputs", "missing"),
+    ({"shapes": [1]}, "shapes", "unknown field"),
+    ({"seed": -1}, "seed", "must be >= 0"),
+    ({"seed": 1.5}, "seed", "must be an integer"),
+    ({"seed": True}, "seed", "must be an integer"),
+    ({"rtol": "0.01"}, "rtol", "must be a finite number"),
+    ({"atol": -0.1}, "atol", "must be in [0, inf]"),
+    ({"max_error_ratio": 2}, "max_error_ratio", "must be in [0, 1.0]"),
+    ({"int_tolerance": 0.5}, "int_tolerance", "must be an integer"),
+    ({"tags": "quick"}, "tags", "must be a list of strings"),
+    ({"attrs": [1]}, "attrs", "must be a JSON object"),
+    ({"description": ""}, "description", "must be a non-empty string"),
+    ({"inputs": {}}, "inputs", "must be a non-empty JSON object"),
+])
+def test_level_field_errors_name_file_case_and_field(tmp_path, changes, field, fragment):
+    path = write(tmp_path, with_level(**changes))
+    [error] = errors_of(path)
+    assert error.startswith(f"{path}: case 'level0': field '{field}': ")
+    assert fragment in error
+
+
+@pytest.mark.parametrize("tensor, field, fragment", [
+    ({"shape": [2, 256], "dtype": "bf16"}, "inputs.x.dtype", "unknown dtype 'bf16'"),
+    ({"shape": [2, -1], "dtype": "bfloat16"}, "inputs.x.shape", "non-negative integers"),
+    ({"shape": [2.0, 256], "dtype": "bfloat16"}, "inputs.x.shape", "non-negative integers"),
+    ({"shape": 256, "dtype": "bfloat16"}, "inputs.x.shape", "non-negative integers"),
+    ({"shape": [256]}, "inputs.x.dtype", "missing"),
+    ({"shape": [256], "dtype": "bfloat16", "layout": "nd"}, "inputs.x.layout", "unknown field"),
+    ([256], "inputs.x", "must be {"),
+])
+def test_tensor_spec_errors(tmp_path, tensor, field, fragment):
+    path = write(tmp_path, with_level(inputs={**LEVEL["inputs"], "x": tensor}))
+    [error] = errors_of(path)
+    assert error.startswith(f"{path}: case 'level0': field '{field}': ")
+    assert fragment in error
+
+
+def test_level_without_a_usable_id_is_named_by_position(tmp_path):
+    path = write(tmp_path, with_level(id=...))
+    errors = errors_of(path)
+    assert f"{path}: case 'levels[0]': field 'id': missing" in errors
+
+
+def test_duplicate_id(tmp_path):
+    document = copy.deepcopy(DOCUMENT)
+    document["levels"].append(copy.deepcopy(LEVEL))
+    path = write(tmp_path, document)
+    assert errors_of(path) == [f"{path}: case 'level0': field 'id': duplicate id (levels[0] and levels[2])"]
+
+
+def test_operator_constraints_and_input_names_come_from_the_spec(tmp_path):
+    path = write(tmp_path, with_level(inputs={"x": {"shape": [2, 4, 100], "dtype": "bfloat16"},
+                                              "beta": {"shape": [256], "dtype": "float32"}}))
+    assert load_cases(path)  # without a spec only the format is checked
+    assert errors_of(path, make_spec(path)) == [
+        f"{path}: case 'level0': field 'inputs': names ['beta', 'x'] differ from the operator's ['gamma', 'x']",
+    ]
+    path = write(tmp_path, with_level(inputs={"x": {"shape": [2, 4, 100], "dtype": "bfloat16"},
+                                              "gamma": {"shape": [100], "dtype": "float32"}}))
+    assert errors_of(path, make_spec(path)) == [
+        f"{path}: case 'level0': field 'inputs': violates the operator's constraints: x: last dimension must be 256",
+        f"{path}: case 'level0': field 'inputs': violates the operator's constraints: gamma: last dimension must be 256",
+    ]
+
+
+def test_all_errors_are_reported_at_once(tmp_path):
+    document = with_level(seed=-1, rtol=...)
+    document["levels"][1]["tags"] = "slow"
+    document["extra"] = 1
+    path = write(tmp_path, document)
+    errors = errors_of(path)
+    assert len(errors) == 4
+    assert any("case 'level0': field 'seed'" in e for e in errors)
+    assert any("case 'level0': field 'rtol': missing" in e for e in errors)
+    assert any("case 'level1': field 'tags'" in e for e in errors)
+    assert any("field 'extra': unknown field" in e for e in errors)
