@@ -1,0 +1,5 @@
+import sys
+
+from ptogym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,155 @@
+"""``ptogym bench``: per operator x level, how fast the interpreter runs next to the
+plain-torch golden, and how fast the kernel would run on a 910B according to real
+pypto's cost model.
+
+Columns: interpreter and golden wall time (median of --repeat runs, measured side by
+side in one process) and their ratio; simulated device time (pypto-sim, µs); the
+HBM bytes the kernel must move; the effective GB/s that implies; the modeled HBM
+ceiling (``platform_model()``, see docs/pypto-sim.md) and the percent of it reached;
+tasks and cores the cost model scheduled.  Kernel variants an operator declares
+(``SPEC.extra["variants"]``, e.g. upstream's configuration) are simulated side by
+side with the default.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+from ptogym.backends import BackendUnavailable, get_backend
+from ptogym.ops import OP_NAMES, get_op
+from ptogym.verify.cases import load_cases
+
+
+def _median_wall(fn, prepare, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        args = prepare()
+        start = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _fresh(inputs):
+    return lambda: ({k: v.clone() for k, v in inputs.items()},)
+
+
+def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
+    inputs = spec.make_inputs(case, torch.Generator().manual_seed(case.seed), "cpu")
+    interp = get_backend("interp")
+    row = {"op": spec.name, "level": case.id, "shapes": {k: list(v.shape) for k, v in case.inputs.items()},
+           "hbm_bytes": spec.hbm_bytes(case)}
+    row["golden_s"] = _median_wall(lambda x: spec.golden(x, case.attrs), _fresh(inputs), repeat)
+    row["interp_s"] = _median_wall(lambda x: spec.run(x, case.attrs, interp), _fresh(inputs), repeat)
+    row["interp_over_golden"] = row["interp_s"] / row["golden_s"]
+    if simulate:
+        row["sim"] = _simulate(spec, case, inputs, row["hbm_bytes"])
+    return row
+
+
+def _simulate(spec, case, inputs, hbm_bytes: int) -> dict:
+    """Cost-model figures for the default kernel and every declared variant."""
+    from ptogym.backends._pypto_runtime import platform_model
+
+    sim = get_backend("pypto-sim")
+    ceiling_gbps = platform_model()["hbm_gbps"]
+    results = {}
+    for variant in (None, *spec.extra.get("variants", {})):
+        _, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim, variant=variant)
+        us = report.simulated_us
+        gbps = hbm_bytes / (us * 1e-6) / 1e9 if us else None
+        results[variant or "default"] = {
+            "simulated_us": us, "effective_gbps": gbps, "ceiling_gbps": ceiling_gbps,
+            "percent_of_ceiling": 100 * gbps / ceiling_gbps if gbps else None,
+            "ceiling_us": hbm_bytes / (ceiling_gbps * 1e9) * 1e6, "tasks": report.tasks, "cores": report.cores,
+        }
+    return results
+
+
+def _fmt_row(row: dict) -> str:
+    text = (f"{row['op']:<22} {row['level']:<8} interp {row['interp_s'] * 1e3:8.1f} ms  golden "
+            f"{row['golden_s'] * 1e3:8.1f} ms  ratio {row['interp_over_golden']:5.2f}x  "
+            f"HBM {row['hbm_bytes'] / 1e6:8.2f} MB")
+    for name, sim in row.get("sim", {}).items():
+        text += (f"\n{'':31}{name:<10} sim {sim['simulated_us']:8.1f} us  {sim['effective_gbps']:7.1f} GB/s = "
+                 f"{sim['percent_of_ceiling']:5.1f}% of {sim['ceiling_gbps']:.0f} GB/s  "
+                 f"tasks {sim['tasks']}  cores {sim['cores']}")
+    return text
+
+
+def run_bench(ops, levels=None, *, repeat: int = 3, simulate: bool = True, log=print) -> list[dict]:
+    rows = []
+    for name in ops:
+        spec = get_op(name)
+        cases = [c for c in load_cases(spec.cases_path, spec) if not levels or c.id in levels]
+        for i, case in enumerate(cases, 1):
+            log(f"[{i}/{len(cases)}] {name} {case.id} ...")
+            row = bench_case(spec, case, repeat=repeat, simulate=simulate)
+            log(_fmt_row(row))
+            rows.append(row)
+    return rows
+
+
+def plot(rows: list[dict], path: str) -> None:
+    """Simulated time per level against the modeled ceiling and upstream's anchors."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in rows if "sim" in r]
+    labels = [f"{r['op']}\n{r['level']}" for r in rows]
+    x = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.5))
+    variants = list(rows[0]["sim"]) if rows else []
+    width = 0.8 / max(1, len(variants) + 1)
+    for j, variant in enumerate(variants):
+        ax.bar([i + j * width for i in x], [r["sim"][variant]["simulated_us"] for r in rows], width, label=variant)
+    ax.bar([i + len(variants) * width for i in x], [r["sim"]["default"]["ceiling_us"] for r in rows], width,
+           label="HBM ceiling (bytes / modeled GB/s)", color="lightgray")
+    anchors = [(i, get_op(r["op"]).extra.get("anchors_us", {}).get(r["level"])) for i, r in zip(x, rows)]
+    anchors = [(i, a) for i, a in anchors if a]
+    if anchors:
+        ax.scatter([i for i, _ in anchors], [a for _, a in anchors], marker="x", color="black", zorder=3,
+                   label="upstream anchor (issue figures)")
+    ax.set_xticks([i + width * len(variants) / 2 for i in x], labels, fontsize=8)
+    ax.set_ylabel("simulated device time (µs)")
+    ax.set_title("pypto 0.2.0 cost model, DAV_2201")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _cli(args) -> int:
+    ops = args.ops or list(OP_NAMES)
+    simulate = not args.no_sim
+    if simulate:
+        try:
+            get_backend("pypto-sim").check_available()
+        except BackendUnavailable as error:
+            print(f"bench: {error}; use --no-sim for wall times only", file=sys.stderr)
+            return 2
+    rows = run_bench(ops, args.levels, repeat=args.repeat, simulate=simulate)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=2)
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(rows, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    parser = subparsers.add_parser("bench", help="interpreter vs golden wall time, simulated device time, GB/s")
+    parser.add_argument("ops", nargs="*", help="operators (default: all)")
+    parser.add_argument("--levels", nargs="+", help="case ids (default: all levels)")
+    parser.add_argument("--repeat", type=int, default=3, help="wall-time repetitions (median)")
+    parser.add_argument("--no-sim", action="store_true", help="skip the pypto cost model")
+    parser.add_argument("--json", help="write the table as JSON")
+    parser.add_argument("--plot", help="write a PNG of simulated time per level")
+    parser.set_defaults(func=_cli)
