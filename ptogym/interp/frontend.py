@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import sys
 
 import torch
 
@@ -44,9 +45,10 @@ def dynamic(name: str) -> SymbolicScalar:
 class JitKernel:
     """A ``@pypto.frontend.jit`` kernel; options are accepted and kept in ``options``."""
 
-    def __init__(self, func, options: dict):
+    def __init__(self, func, options: dict, scope: dict | None = None):
         self.func = func
         self.options = options
+        self.scope = scope or {}  # the defining frame's locals, for postponed annotations (as pypto does)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
         functools.update_wrapper(self, func)
@@ -55,6 +57,7 @@ class JitKernel:
         ann = param.annotation
         if isinstance(ann, str):  # postponed annotations: resolve in the kernel's scope
             scope = dict(self.func.__globals__)
+            scope.update(self.scope)
             scope.update(inspect.getclosurevars(self.func).nonlocals)
             ann = eval(ann, scope)  # noqa: S307 - the kernel's own annotation text
         return ann
@@ -96,6 +99,7 @@ class JitKernel:
             if not arg.is_contiguous():
                 violation("C-ARG-02", f"{self.__name__}({name}=...): non-contiguous tensor (strides {arg.stride()})")
             params.append(self._bind_one(run, name, spec, arg))
+        run.device = device
         return params
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
@@ -141,9 +145,11 @@ def _to_torch(result):
 
 def jit(func=None, **options):
     """``@pypto.frontend.jit`` / ``@pypto.frontend.jit(**options)``."""
+    frame = sys._getframe(1)
+    scope = {} if frame.f_locals is frame.f_globals else dict(frame.f_locals)
     if func is None:
-        return lambda f: JitKernel(f, options)
-    return JitKernel(func, options)
+        return lambda f: JitKernel(f, options, scope)
+    return JitKernel(func, options, scope)
 
 
 def function(func=None, **options):
@@ -186,19 +192,22 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
                 submit_before_loop: bool = False):
     """Yield ``(index, factor)`` pairs covering [start, stop): the largest factor while
-    a whole step of it fits, then smaller factors for the remainder (1 always last)."""
+    a whole step of it fits, then smaller factors for the remainder (1 always last).
+    As in pypto, each factor is its own sub-loop: ``is_loop_begin``/``is_loop_end``
+    refer to the first/last index of the factor's sub-loop."""
     start, stop, step = (value_of(v) for v in _range(args))
     factors = sorted(set(unroll_list) | {1}, reverse=True)
-    plan, position = [], start
+    label = idx_name or name or "i"
+    position = start
     for factor in factors:
         stride = step * factor
-        count = max(0, (stop - position) // stride)
-        plan.extend((position + i * stride, factor) for i in range(count))
+        count = len(range(position, stop, step)) // factor  # whole steps of factor iterations left
+        indices = [position + i * stride for i in range(count)]
         position += count * stride
-    info = LoopInfo(name or "loop_unroll", plan[0][0] if plan else None, plan[-1][0] if plan else None)
-    label = idx_name or name or "i"
-    for value, factor in plan:
-        yield SymbolicScalar(value, label, loop=info), factor
+        if indices:
+            info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1])
+            for value in indices:
+                yield SymbolicScalar(value, label, loop=info), factor
 
 
 def _loop_position(scalar, which: str) -> SymbolicScalar:

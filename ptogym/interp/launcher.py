@@ -3,6 +3,7 @@ run an unmodified PyPTO program with ``import pypto`` bound to the interpreter."
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import runpy
 import sys
@@ -21,7 +22,7 @@ def bind_pypto() -> None:
 
 
 def main(argv: list[str]) -> int:
-    from ptogym.interp import checks, platform
+    from ptogym.interp import checks, set_platform  # (ptogym.interp.platform is the npuarch object)
 
     options = argparse.Namespace(lenient=False, platform=None)
     while argv and argv[0].startswith("--"):
@@ -39,20 +40,20 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(f"usage: {USAGE}", file=sys.stderr)
         return 2
+    if argv[0] == "-m" and len(argv) < 2:
+        print(f"usage: {USAGE}", file=sys.stderr)
+        return 2
     if options.platform:
-        platform.set_platform(options.platform)
-    if options.lenient:
-        checks.lenient(True).__enter__()  # for the whole program
+        set_platform(options.platform)
     bind_pypto()
-    if argv[0] == "-m":
-        if len(argv) < 2:
-            print(f"usage: {USAGE}", file=sys.stderr)
-            return 2
-        sys.argv = argv[1:]
-        return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
-    sys.argv = argv
-    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-    return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
+    # a with-block, not a bare __enter__(): an unreferenced lenient() is undone when collected
+    with checks.lenient(True) if options.lenient else contextlib.nullcontext():
+        if argv[0] == "-m":
+            sys.argv = argv[1:]
+            return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
+        sys.argv = argv
+        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
 
 
 def _exit_code(run) -> int:

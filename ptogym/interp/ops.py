@@ -15,7 +15,7 @@ from .checks import violation
 from .dtypes import DT_BOOL, DT_FP32, DT_INT32, DataType
 from .platform import platform
 from .symbolic import SymbolicScalar, sym_max, sym_min, value_of
-from .tensor import Tensor, note_operand, wrap
+from .tensor import Tensor, _default_device, note_operand, wrap
 
 
 class CastMode(enum.Enum):
@@ -60,10 +60,11 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     if tile is None:
         violation("C-TILE-06", f"pypto.{op} before any pypto.set_vec_tile_shapes")
         return
-    total = 0
+    total, valid = 0, True
     for t in tensors:
         shape = _static(t)
         if len(tile) != len(shape):
+            valid = False
             violation("C-TILE-08", f"pypto.{op}: vec tile {list(tile)} (rank {len(tile)}) on {t.name or 'tensor'} "
                                    f"{list(shape)} (rank {len(shape)}); set a rank-{len(shape)} tile")
             continue
@@ -71,15 +72,18 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
         nbytes = t.dtype.nbytes
         last = effective[-1]
         if last > 1 and (last * nbytes) % platform.profile.ub_block_bytes:
+            valid = False
             violation("C-TILE-02", f"pypto.{op}: tile last dim {last} x {nbytes} B ({t.dtype}) = {last * nbytes} B "
                                    f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
                                    f"tensor {list(shape)})")
         total += math.prod(effective) * nbytes
     if total > platform.profile.ub_bytes:
+        valid = False
         violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "
                                f"{platform.profile.ub_bytes} B on {platform.profile.npuarch} (vec tile {list(tile)}, "
                                f"shapes {[list(_static(t)) for t in tensors]})")
-    _checked.add(signature)
+    if valid:  # a violation let through by lenient() must still be reported in strict mode
+        _checked.add(signature)
 
 
 # --- operand handling ----------------------------------------------------------------
@@ -322,7 +326,8 @@ _INT_ROUNDING = {
 def _float_to_float(x: torch.Tensor, target: torch.dtype, mode: CastMode) -> torch.Tensor:
     """Narrow a float tensor with a directed rounding mode (NONE/RINT: nearest-even)."""
     nearest = x.to(target)
-    if mode in (CastMode.CAST_NONE, CastMode.CAST_RINT) or torch.finfo(target).bits >= torch.finfo(x.dtype).bits:
+    exact = target == x.dtype or torch.finfo(target).bits > torch.finfo(x.dtype).bits  # fp16 <-> bf16 is not
+    if mode in (CastMode.CAST_NONE, CastMode.CAST_RINT) or exact:
         return nearest
     wide = x.to(torch.float64)
     back = nearest.to(torch.float64)
@@ -350,7 +355,7 @@ def _float_to_float(x: torch.Tensor, target: torch.dtype, mode: CastMode) -> tor
 
 
 def _next_away(t: torch.Tensor) -> torch.Tensor:
-    direction = torch.where(t >= 0, torch.full_like(t, float("inf")), torch.full_like(t, float("-inf")))
+    direction = torch.where(torch.signbit(t), torch.full_like(t, float("-inf")), torch.full_like(t, float("inf")))
     return torch.nextafter(t, direction)
 
 
@@ -455,8 +460,8 @@ def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor
         violation("C-API-02", f"pypto.scaled_mm: {mat_a.dtype} x {mat_b.dtype}; needs one fp8 type on both sides")
     a = (mat_a.data.transpose(-1, -2) if a_trans else mat_a.data).to(torch.float32)  # [M, K]
     b = (mat_b.data.transpose(-1, -2) if b_trans else mat_b.data).to(torch.float32)  # [K, N]
-    sa = (scale_a.data.transpose(-1, -2) if scale_a_trans else scale_a.data).to(torch.float32)  # [M, K/g]
-    sb = (scale_b.data.transpose(-1, -2) if scale_b_trans else scale_b.data).to(torch.float32)  # [K/g, N]
+    sa = _scale_matrix(scale_a.data, scale_a_trans, for_a=True)  # [M, K/g]
+    sb = _scale_matrix(scale_b.data, scale_b_trans, for_a=False)  # [K/g, N]
     k = a.shape[-1]
     if k % sa.shape[-1] or k % sb.shape[-2]:
         violation("C-API-06", f"pypto.scaled_mm: K={k} not divisible by scale blocks {list(sa.shape)}, {list(sb.shape)}")
@@ -465,6 +470,21 @@ def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor
     _check_cube("scaled_mm", mat_a, mat_b, a.shape[-2], k, b.shape[-1])
     out = torch.matmul(a, b).to(out_dtype.torch)
     return wrap(out, out_dtype, _static_mm_shape(mat_a, mat_b, a_trans, b_trans))
+
+
+def _scale_matrix(scale: torch.Tensor, trans: bool, for_a: bool) -> torch.Tensor:
+    """Block scales as [M, K/g] (A) or [K/g, N] (B).  pypto's layout is 3-D: scale_a
+    [M, K/64, 2], scale_b [K/64, N, 2] (``*_trans`` swaps the first two axes), the
+    K/32 entries each covering 32 consecutive K elements; 2-D scales are taken as
+    [M, K/g] / [K/g, N] (transposed with ``*_trans``)."""
+    s = scale.to(torch.float32)
+    if s.dim() != 3:
+        return s.transpose(-1, -2) if trans else s
+    if trans:
+        s = s.transpose(0, 1)
+    if for_a:
+        return s.reshape(s.shape[0], -1)
+    return s.permute(0, 2, 1).reshape(-1, s.shape[1])
 
 
 # --- layout ------------------------------------------------------------------------------
@@ -502,7 +522,7 @@ def full(size, fill_value, dtype: DataType, *, valid_shape=None) -> Tensor:
     if isinstance(fill_value, Element) and fill_value.dtype is not dtype:
         violation("C-API-06", f"pypto.full: fill_value is an Element of {fill_value.dtype}, dtype is {dtype}")
     extent = [value_of(v) for v in (valid_shape or size)]
-    data = torch.full(extent, _scalar(fill_value), dtype=dtype.torch)
+    data = torch.full(extent, _scalar(fill_value), dtype=dtype.torch, device=_default_device())
     return wrap(data, dtype, list(size))
 
 
@@ -519,7 +539,7 @@ def ones(*size, dtype: DataType | None = None) -> Tensor:
 
 
 def arange(*args) -> Tensor:
-    data = torch.arange(*args)
+    data = torch.arange(*args, device=_default_device())
     dtype = DT_FP32 if data.is_floating_point() else DT_INT32
     return wrap(data.to(dtype.torch), dtype)
 

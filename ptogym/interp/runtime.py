@@ -72,6 +72,7 @@ class KernelRun:
     records: list = field(default_factory=list)
     semantic_label: str | None = None
     dims: dict = field(default_factory=dict)  # named dynamic dim -> bound value
+    device: torch.device | None = None  # where the kernel's tensor arguments live
 
     def check_outputs(self) -> None:
         """C-OUT-01: parameters the kernel only wrote must be written everywhere."""

@@ -102,7 +102,8 @@ class Tensor:
 
 
 def _default_device():
-    return torch.device("cpu")
+    """Kernel-created tensors live with the kernel's arguments (CPU outside a kernel)."""
+    return runtime.current().device or torch.device("cpu")
 
 
 def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:

@@ -1,0 +1,743 @@
+"""One negative test per constraint check of ptogym.interp (``checks.CHECKS``).
+
+Every case below is a small program breaking exactly one rule.  The offending
+statement carries a ``# MARK: <case>`` comment; the test asserts the error is a
+``ConstraintViolation`` (a ValueError) with the case's ``check_id``, that its
+``location`` is this file at the marked line, and that the message holds the
+offending values.  ``test_every_check_has_a_case`` keeps CASES and CHECKS in step.
+The same cases then run under ``lenient()``: they warn instead and carry on.
+"""
+import linecache
+import os
+import warnings
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import ptogym.interp as pypto
+from ptogym.interp import CHECKS, ConstraintViolation, ConstraintWarning, checks, lenient, runtime
+from ptogym.interp.platform import platform as interp_platform
+
+F32, BF16 = pypto.DT_FP32, pypto.DT_BF16
+
+
+@dataclass
+class Case:
+    check_id: str
+    name: str
+    run: object
+    fragments: tuple
+    lenient_runs: bool  # whether the program runs to its end in lenient mode
+
+
+CASES: list[Case] = []
+
+
+def case(check_id, *fragments, lenient_runs=True):
+    def register(fn):
+        CASES.append(Case(check_id, fn.__name__, fn, fragments, lenient_runs))
+        return fn
+    return register
+
+
+def marked_line(name: str) -> int:
+    """Line number in this file of the statement tagged ``# MARK: name``."""
+    lines = [i for i, text in enumerate(linecache.getlines(__file__), 1) if text.rstrip().endswith(f"# MARK: {name}")]
+    assert len(lines) == 1, f"marker {name!r} found on lines {lines}"
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def clean_state(monkeypatch):
+    """Kernels inherit global tile shapes and the platform: start from none / DAV_2201,
+    in strict mode whatever $PTOGYM_LENIENT says."""
+    monkeypatch.setattr(checks, "_lenient", False)
+    vec, cube, profile = runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile, interp_platform.profile
+    runtime.GLOBAL_RUN.vec_tile = runtime.GLOBAL_RUN.cube_tile = None
+    pypto.set_platform("DAV_2201")
+    yield
+    runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile, interp_platform.profile = vec, cube, profile
+
+
+def z(*shape, dtype=torch.float32):
+    return torch.zeros(shape, dtype=dtype)
+
+
+def r(*shape, dtype=torch.float32):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+
+
+# --- C-ARG ------------------------------------------------------------------------------------------
+@pypto.frontend.jit
+def copy_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(x, 0.0)
+
+
+@case("C-ARG-01", "copy_kernel(x=...)", "rank 3 [8, 64, 1]", "[8, 64]", lenient_runs=False)
+def arg_rank():
+    copy_kernel(z(8, 64, 1), z(8, 64))  # MARK: arg_rank
+
+
+@case("C-ARG-01", "dtype torch.bfloat16, annotation says DT_FP32")
+def arg_dtype():
+    copy_kernel(z(8, 64), z(8, 64, dtype=torch.bfloat16))  # MARK: arg_dtype
+
+
+@case("C-ARG-01", "axis 0 is 4, annotation says 8", "shape [4, 64]")
+def arg_static_dim():
+    copy_kernel(z(4, 64), z(8, 64))  # MARK: arg_static_dim
+
+
+@case("C-ARG-02", "non-contiguous", "strides (1, 8)")
+def arg_contiguous():
+    copy_kernel(z(64, 8).t(), z(8, 64))  # MARK: arg_contiguous
+
+
+@case("C-ARG-02", "(out=...): on meta, other tensors on cpu")
+def arg_device():
+    copy_kernel(z(8, 64), torch.empty(8, 64, device="meta"))  # MARK: arg_device
+
+
+N = pypto.frontend.dynamic("N")
+
+
+@pypto.frontend.jit
+def paired_kernel(a: pypto.Tensor([N, 64], F32), b: pypto.Tensor([N, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    b[:] = pypto.view(a, [8, 64], [0, 0], valid_shape=[a.shape[0].min(8), 64])
+
+
+@case("C-ARG-03", "dynamic dim N is 6 on axis 0, bound to 5")
+def arg_named_dim():
+    paired_kernel(z(5, 64), z(6, 64))  # MARK: arg_named_dim
+
+
+# --- C-LOOP -------------------------------------------------------------------------------------------
+DYN = pypto.DYNAMIC
+
+
+@pypto.frontend.jit
+def dyn_kernel_range(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(1, 64)
+    for i in range(x.shape[0]):  # MARK: loop_range
+        out[i:i + 1, :] = x[i:i + 1, :]
+
+
+@case("C-LOOP-02", "range() over symbolic x.shape[0] (= 3)", "pypto.loop")
+def loop_range():
+    dyn_kernel_range(z(3, 64), z(3, 64))
+
+
+@pypto.frontend.jit
+def dyn_kernel_int(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    rows = int(x.shape[0])  # MARK: loop_int
+    pypto.set_vec_tile_shapes(rows, 64)
+    out.move(pypto.neg(x))
+
+
+@case("C-LOOP-03", "int() of symbolic x.shape[0] (= 3)")
+def loop_int():
+    dyn_kernel_int(z(3, 64), z(3, 64))
+
+
+@pypto.frontend.jit
+def dyn_kernel_bool(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    if x.shape[0]:  # MARK: loop_bool
+        out.move(pypto.neg(x))
+
+
+@case("C-LOOP-03", "symbolic x.shape[0] (= 3) used as a Python bool")
+def loop_bool():
+    dyn_kernel_bool(z(3, 64), z(3, 64))
+
+
+@pypto.frontend.jit
+def dyn_kernel_list_index(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    scales = [1.0, 2.0, 3.0, 4.0]
+    pypto.set_vec_tile_shapes(8, 64)
+    out.move(pypto.mul(x, scales[x.shape[0]]))  # MARK: loop_list_index
+
+
+@case("C-LOOP-03", "symbolic x.shape[0] (= 3) used as a Python index/int")
+def loop_list_index():
+    dyn_kernel_list_index(z(3, 64), z(3, 64))
+
+
+@pypto.frontend.jit
+def dyn_kernel_slice(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i in pypto.loop(x.shape[0] // 8):
+        tile = x[i * 8:i * 8 + 8, :]  # MARK: loop_slice
+        pypto.assemble(tile, [i * 8, 0], out)
+
+
+@case("C-LOOP-03", "symbolic (i * 8) (= 0) in a [] slice on axis 0", "pypto.view")
+def loop_slice():
+    dyn_kernel_slice(z(16, 64), z(16, 64))
+
+
+@pypto.frontend.jit
+def begin_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    if pypto.is_loop_begin(3):  # MARK: loop_begin_int
+        out.move(pypto.neg(x))
+
+
+@case("C-LOOP-07", "pypto.is_loop_begin(3): not a pypto.loop index")
+def loop_begin_int():
+    begin_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def end_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out.move(pypto.neg(x))
+    if pypto.is_loop_end(x.shape[0]):  # MARK: loop_end_dim
+        out.move(x)
+
+
+@case("C-LOOP-07", "pypto.is_loop_end(SymbolicScalar(x.shape[0]=8))")
+def loop_end_dim():
+    end_kernel(z(8, 64), z(8, 64))
+
+
+# --- C-TILE -------------------------------------------------------------------------------------------
+@pypto.frontend.jit
+def bf16_24_kernel(x: pypto.Tensor([8, 24], BF16), out: pypto.Tensor([8, 24], BF16)):
+    pypto.set_vec_tile_shapes(8, 24)
+    out[:] = pypto.exp(x)  # MARK: tile_unaligned
+
+
+@case("C-TILE-02", "pypto.exp", "tile last dim 24 x 2 B (DT_BF16) = 48 B", "multiple of 32 B", "tile [8, 24]")
+def tile_unaligned():
+    bf16_24_kernel(z(8, 24, dtype=torch.bfloat16), z(8, 24, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def ub_kernel(x: pypto.Tensor([64, 512], F32), out: pypto.Tensor([64, 512], F32)):
+    pypto.set_vec_tile_shapes(64, 512)
+    out[:] = pypto.add(x, x)  # MARK: tile_ub
+
+
+@case("C-TILE-03", "pypto.add", "393216 B of UB > 196608 B on DAV_2201", "vec tile [64, 512]")
+def tile_ub():
+    ub_kernel(z(64, 512), z(64, 512))
+
+
+@pypto.frontend.jit
+def sum_kernel(x: pypto.Tensor([32, 1024], F32), out: pypto.Tensor([32, 1], F32)):
+    pypto.set_vec_tile_shapes(32, 1024)
+    out[:] = pypto.sum(x, -1, keepdim=True)  # MARK: tile_sum_buffer
+
+
+@case("C-TILE-04", "pypto.sum input tile [32, 1024] x 4 B = 131072 B > 65536 B")
+def tile_sum_buffer():
+    sum_kernel(z(32, 1024), z(32, 1))
+
+
+@pypto.frontend.jit
+def cube_ratio_kernel(a: pypto.Tensor([16, 64], BF16), b: pypto.Tensor([64, 16], BF16),
+                      out: pypto.Tensor([16, 16], F32)):
+    pypto.set_cube_tile_shapes([16, 40], [32, 64], [16, 16])  # MARK: tile_cube_ratio
+    out[:] = pypto.matmul(a, b, F32)
+
+
+@case("C-TILE-05", "m=[16, 40] needs 0 < L0 <= L1 and L1 % L0 == 0")
+def tile_cube_ratio():
+    cube_ratio_kernel(z(16, 64, dtype=torch.bfloat16), z(64, 16, dtype=torch.bfloat16), z(16, 16))
+
+
+@pypto.frontend.jit
+def cube_capacity_kernel(a: pypto.Tensor([128, 512], F32), b: pypto.Tensor([512, 16], F32),
+                         out: pypto.Tensor([128, 16], F32)):
+    pypto.set_cube_tile_shapes([128, 128], [512, 512], [16, 16])
+    out[:] = pypto.matmul(a, b, F32)  # MARK: tile_cube_capacity
+
+
+@case("C-TILE-05", "m[128, 128] k[512, 512] n[16, 16] with DT_FP32 needs 262144 B of L0A > 65536 B")
+def tile_cube_capacity():
+    cube_capacity_kernel(z(128, 512), z(512, 16), z(128, 16))
+
+
+@pypto.frontend.jit
+def view_symbolic_shape_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    tile = pypto.view(x, [x.shape[0], 64], [0, 0])  # MARK: tile_view_symbolic
+    out.move(pypto.neg(tile))
+
+
+@case("C-TILE-06", "view shape[0] of 'x' is SymbolicScalar(x.shape[0]=5)", "valid_shape")
+def tile_view_symbolic():
+    view_symbolic_shape_kernel(z(5, 64), z(5, 64))
+
+
+@pypto.frontend.jit
+def no_tile_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    out[:] = pypto.exp(x)  # MARK: tile_not_set
+
+
+@case("C-TILE-06", "pypto.exp before any pypto.set_vec_tile_shapes")
+def tile_not_set():
+    no_tile_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def float_tile_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8.0, 64)  # MARK: tile_float
+    out[:] = pypto.exp(x)
+
+
+@case("C-TILE-06", "set_vec_tile_shapes(8.0, 64): entry 0 is 8.0")
+def tile_float():
+    float_tile_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def workspace_symbolic_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    tmp = pypto.tensor([x.shape[0], 64], F32, "tmp")  # MARK: tile_workspace_symbolic
+    tmp[:] = pypto.neg(x)
+    out.move(tmp)
+
+
+@case("C-TILE-06", "pypto.tensor 'tmp' dim 0 is SymbolicScalar(x.shape[0]=5)")
+def tile_workspace_symbolic():
+    workspace_symbolic_kernel(z(5, 64), z(5, 64))
+
+
+@pypto.frontend.jit
+def no_cube_kernel(a: pypto.Tensor([16, 32], BF16), b: pypto.Tensor([32, 16], BF16), out: pypto.Tensor([16, 16], F32)):
+    out[:] = pypto.matmul(a, b, F32)  # MARK: tile_no_cube
+
+
+@case("C-TILE-06", "pypto.matmul before any pypto.set_cube_tile_shapes")
+def tile_no_cube():
+    no_cube_kernel(z(16, 32, dtype=torch.bfloat16), z(32, 16, dtype=torch.bfloat16), z(16, 16))
+
+
+@pypto.frontend.jit
+def rank_tile_kernel(x: pypto.Tensor([2, 8, 64], F32), out: pypto.Tensor([2, 8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.exp(x)  # MARK: tile_rank
+
+
+@case("C-TILE-08", "pypto.exp: vec tile [8, 64] (rank 2) on x [2, 8, 64] (rank 3)")
+def tile_rank():
+    rank_tile_kernel(z(2, 8, 64), z(2, 8, 64))
+
+
+# --- C-VIEW ---------------------------------------------------------------------------------------------
+@pypto.frontend.jit
+def view_oob_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    tile = pypto.view(x, [8, 64], [4, 0])  # MARK: view_oob
+    pypto.assemble(tile, [0, 0], out)
+
+
+@case("C-VIEW-01", "view of 'x' axis 0: offset 4 + extent 8 > 8", "source [8, 64]", "valid_shape None")
+def view_oob():
+    view_oob_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def slice_oob_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 32], F32)):
+    out[:] = x[:, 33:65]  # MARK: view_slice_oob
+
+
+@case("C-VIEW-01", "axis 1: offset 33 + extent 32 > 64")  # one element over
+def view_slice_oob():
+    slice_oob_kernel(r(8, 64), z(8, 32))
+
+
+@pypto.frontend.jit
+def view_rank_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    tile = pypto.view(x, [64], [0, 0])  # MARK: view_rank
+    out[:] = tile
+
+
+@case("C-VIEW-02", "view of rank-2 'x': shape [64], offsets [0, 0]", lenient_runs=False)
+def view_rank():
+    view_rank_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def index_rank_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    out[:] = x[0, 0, 0]  # MARK: view_index_rank
+
+
+@case("C-VIEW-02", "index with 3 entries on rank-2 tensor 'x'", lenient_runs=False)
+def view_index_rank():
+    index_rank_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def valid_shape_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    tile = pypto.view(x, [4, 64], [0, 0], valid_shape=[8, 64])  # MARK: view_valid_too_big
+    pypto.assemble(tile, [0, 0], out)
+
+
+@case("C-VIEW-03", "view of 'x' axis 0: offset 0, valid 8, shape 4")
+def view_valid_too_big():
+    valid_shape_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def negative_offset_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    tile = pypto.view(x, [8, 32], [0, -32])  # MARK: view_negative_offset
+    pypto.assemble(tile, [0, 0], out)
+
+
+@case("C-VIEW-03", "axis 1: offset -32, valid 32, shape 32")
+def view_negative_offset():
+    negative_offset_kernel(r(8, 64), z(8, 64))
+
+
+# --- C-ASSEMBLE, C-GRAPH, C-MEM, C-OUT -------------------------------------------------------------
+@pypto.frontend.jit
+def assemble_oob_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.assemble(x, [4, 0], out)  # MARK: assemble_oob
+
+
+@case("C-ASSEMBLE-01", "assemble into 'out' axis 0: offset 4 + tile 8 > 8", "destination [8, 64]")
+def assemble_oob():
+    assemble_oob_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def assemble_rank_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.assemble(x, [0], out)  # MARK: assemble_rank
+
+
+@case("C-ASSEMBLE-02", "assemble rank-2 tile at offsets [0] into rank-2 'out'", lenient_runs=False)
+def assemble_rank():
+    assemble_rank_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def graph_kernel(x: pypto.Tensor([16, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    tile = pypto.view(x, [8, 64], [0, 0])
+    pypto.assemble(pypto.exp(tile), [8, 0], x)  # MARK: graph_view_then_assemble
+
+
+@case("C-GRAPH-01", "parameter 'x' is both viewed and assembled into")
+def graph_view_then_assemble():
+    graph_kernel(r(16, 64))
+
+
+@pypto.frontend.jit
+def graph_kernel_2(x: pypto.Tensor([16, 64], F32), y: pypto.Tensor([8, 64], F32)):
+    pypto.assemble(y, [0, 0], x)
+    y[:] = pypto.view(x, [8, 64], [8, 0])  # MARK: graph_assemble_then_view
+
+
+@case("C-GRAPH-01", "parameter 'x' is viewed after being assembled into")
+def graph_assemble_then_view():
+    graph_kernel_2(r(16, 64), r(8, 64))
+
+
+@pypto.frontend.jit
+def uninitialised_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    acc = pypto.tensor([8, 64], F32, "acc")
+    out[:] = pypto.add(acc, x)  # MARK: mem_unwritten
+
+
+@case("C-MEM-01", "read of 'acc' region [0:8, 0:64]: nothing element(s) never written")
+def mem_unwritten():
+    uninitialised_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def partly_written_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    acc = pypto.tensor([8, 64], F32, "acc")
+    acc[0:4, :] = x[0:4, :]
+    acc[4:8, 0:32] = x[4:8, 0:32]
+    out[:] = pypto.mul(acc, 2.0)  # MARK: mem_partial
+
+
+@case("C-MEM-01", "read of 'acc' region [0:8, 0:64]: 128 element(s) never written, first at [4, 32]")
+def mem_partial():
+    partly_written_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def half_output_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(4, 64)
+    out[0:4, :] = pypto.exp(x[0:4, :])
+    out[4:8, 0:16] = x[4:8, 0:16]
+
+
+@case("C-OUT-01", "output out [8, 64]: 192 element(s) never written, first at index [4, 16]")
+def out_partial():
+    half_output_kernel(r(8, 64), z(8, 64))  # MARK: out_partial
+
+
+# --- C-API ----------------------------------------------------------------------------------------------
+@pypto.frontend.jit
+def mixed_kernel(a: pypto.Tensor([8, 64], BF16), b: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(a, b)  # MARK: api_mixed
+
+
+@case("C-API-01", "pypto.add: DT_BF16 [8, 64] with DT_FP32 [8, 64]", "cast")
+def api_mixed():
+    mixed_kernel(z(8, 64, dtype=torch.bfloat16), z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def assemble_dtype_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], BF16)):
+    pypto.assemble(x, [0, 0], out)  # MARK: api_assemble_dtype
+
+
+@case("C-API-01", "assemble of a DT_FP32 tile into DT_BF16 'out'")
+def api_assemble_dtype():
+    assemble_dtype_kernel(r(8, 64), z(8, 64, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def element_dtype_kernel(x: pypto.Tensor([8, 64], BF16), out: pypto.Tensor([8, 64], BF16)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.mul(x, pypto.Element(pypto.DT_FP32, 2.0))  # MARK: api_element_dtype
+
+
+@case("C-API-01", "pypto.mul: DT_BF16 tensor with Element of DT_FP32")
+def api_element_dtype():
+    element_dtype_kernel(z(8, 64, dtype=torch.bfloat16), z(8, 64, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def mm_pair_kernel(a: pypto.Tensor([16, 32], BF16), b: pypto.Tensor([32, 16], pypto.DT_FP16),
+                   out: pypto.Tensor([16, 16], F32)):
+    pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+    out[:] = pypto.matmul(a, b, F32)  # MARK: api_mm_bf16_fp16
+
+
+@case("C-API-02", "pypto.matmul: DT_BF16 x DT_FP16 -> DT_FP32")
+def api_mm_bf16_fp16():
+    mm_pair_kernel(z(16, 32, dtype=torch.bfloat16), z(32, 16, dtype=torch.float16), z(16, 16))
+
+
+@pypto.frontend.jit
+def mm_int8_kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
+                   out: pypto.Tensor([16, 16], F32)):
+    pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+    out[:] = pypto.matmul(a, b, F32)  # MARK: api_mm_int8_fp32
+
+
+@case("C-API-02", "pypto.matmul: DT_INT8 x DT_INT8 -> DT_FP32", "'DT_INT8': ['DT_INT32']")
+def api_mm_int8_fp32():
+    mm_int8_kernel(z(16, 32, dtype=torch.int8), z(32, 16, dtype=torch.int8), z(16, 16))
+
+
+@pypto.frontend.jit
+def scaled_mm_kernel(a: pypto.Tensor([16, 64], BF16), b: pypto.Tensor([64, 16], BF16),
+                     sa: pypto.Tensor([16, 1, 2], F32), sb: pypto.Tensor([1, 16, 2], F32),
+                     out: pypto.Tensor([16, 16], F32)):
+    pypto.set_cube_tile_shapes([16, 16], [64, 64], [16, 16])
+    out[:] = pypto.scaled_mm(a, b, F32, sa, sb)  # MARK: api_scaled_mm_bf16
+
+
+@case("C-API-02", "pypto.scaled_mm: DT_BF16 x DT_BF16; needs one fp8 type")
+def api_scaled_mm_bf16():
+    scaled_mm_kernel(z(16, 64, dtype=torch.bfloat16), z(64, 16, dtype=torch.bfloat16), z(16, 1, 2), z(1, 16, 2),
+                     z(16, 16))
+
+
+@pypto.frontend.jit
+def broadcast_kernel(a: pypto.Tensor([8, 64], F32), b: pypto.Tensor([4, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.mul(a, b)  # MARK: api_broadcast
+
+
+@case("C-API-03", "pypto.mul: shapes [8, 64] and [4, 64] do not broadcast")
+def api_broadcast():
+    broadcast_kernel(r(8, 64), r(4, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def broadcast_rank_kernel(a: pypto.Tensor([8, 64], F32), b: pypto.Tensor([64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(a, b)  # MARK: api_broadcast_rank
+
+
+@case("C-API-03", "pypto.add: rank 2 [8, 64] vs rank 1 [64]", lenient_runs=False)
+def api_broadcast_rank():
+    broadcast_rank_kernel(r(8, 64), r(64), z(8, 64))
+
+
+@pypto.frontend.jit
+def sum_bf16_kernel(x: pypto.Tensor([8, 64], BF16), out: pypto.Tensor([8, 1], BF16)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.sum(x, -1, keepdim=True)  # MARK: api_sum_bf16
+
+
+@case("C-API-05", "pypto.sum on DT_BF16 [8, 64]", "cast to DT_FP32")
+def api_sum_bf16():
+    sum_bf16_kernel(z(8, 64, dtype=torch.bfloat16), z(8, 1, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def step_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 32], F32)):
+    out[:] = x[:, 0:64:2]  # MARK: api_slice_step
+
+
+@case("C-API-06", "slice step 2 on axis 1")
+def api_slice_step():
+    step_kernel(r(8, 64), z(8, 32))
+
+
+@pypto.frontend.jit
+def reduce_dim_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 1], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.amax(x, 2, keepdim=True)  # MARK: api_reduce_dim
+
+
+@case("C-API-06", "pypto.amax: dim 2 out of range for rank 2")
+def api_reduce_dim():
+    reduce_dim_kernel(r(8, 64), z(8, 1))
+
+
+@pypto.frontend.jit
+def index_range_kernel(x: pypto.Tensor([8, 64], F32), idx: pypto.Tensor([4], pypto.DT_INT32),
+                       out: pypto.Tensor([4, 64], F32)):
+    out[:] = pypto.index_select(x, 0, idx)  # MARK: api_index_range
+
+
+@case("C-API-06", "pypto.index_select: index values in [0, 8] outside [0, 8)", lenient_runs=False)
+def api_index_range():
+    index_range_kernel(r(8, 64), torch.tensor([0, 3, 8, 1], dtype=torch.int32), z(4, 64))
+
+
+@pypto.frontend.jit
+def where_kernel(c: pypto.Tensor([8, 64], F32), x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.where(c, x, 0.0)  # MARK: api_where_cond
+
+
+@case("C-API-06", "pypto.where: condition is DT_FP32, needs DT_BOOL", lenient_runs=False)
+def api_where_cond():
+    where_kernel(r(8, 64), r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def mm_inner_kernel(a: pypto.Tensor([16, 32], BF16), b: pypto.Tensor([16, 32], BF16), out: pypto.Tensor([16, 32], F32)):
+    pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+    out[:] = pypto.matmul(a, b, F32)  # MARK: api_mm_inner
+
+
+@case("C-API-06", "pypto.matmul: inner dims differ: [16, 32] x [16, 32]", "b_trans=False", lenient_runs=False)
+def api_mm_inner():
+    mm_inner_kernel(z(16, 32, dtype=torch.bfloat16), z(16, 32, dtype=torch.bfloat16), z(16, 32))
+
+
+# --- the tests ----------------------------------------------------------------------------------------
+def test_every_check_has_a_case():
+    assert {c.check_id for c in CASES} == set(CHECKS)
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c.check_id}:{c.name}")
+def test_violation(c):
+    with pytest.raises(ConstraintViolation) as info:
+        c.run()
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.check_id == c.check_id, str(err)
+    path, line = err.location.rsplit(":", 1)
+    assert os.path.samefile(path, __file__), err.location
+    assert int(line) == marked_line(c.name), str(err)
+    message = str(err)
+    assert message.startswith(f"[{c.check_id}] {err.location}: ")
+    assert CHECKS[c.check_id] in message
+    for fragment in c.fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+
+
+@pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c.check_id}:{c.name}")
+def test_lenient_warns_instead(c):
+    with lenient(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if c.lenient_runs:
+            c.run()
+        else:  # the program is meaningless past the violation; only the warning is promised
+            try:
+                c.run()
+            except ConstraintViolation:
+                raise
+            except Exception:  # noqa: BLE001 - torch may refuse what the violation let through
+                pass
+    relevant = [w for w in caught if issubclass(w.category, ConstraintWarning)]
+    assert relevant, f"no ConstraintWarning for {c.name}"
+    first = str(relevant[0].message)
+    assert first.startswith(f"[{c.check_id}]"), first
+    assert all(fragment in first for fragment in c.fragments)
+
+
+def test_lenient_view_is_clipped_and_valid_shape_passes():
+    x = r(8, 64)
+    out = torch.full((8, 64), -1.0)
+    with lenient(), pytest.warns(ConstraintWarning) as record:
+        view_oob_kernel(x, out)
+    assert [str(w.message)[:11] for w in record] == ["[C-VIEW-01]", "[C-OUT-01] "]
+    assert torch.equal(out[:4], x[4:])  # pypto clips the view to the source
+    assert (out[4:] == -1).all()
+
+    @pypto.frontend.jit
+    def covered(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        tile = pypto.view(x, [8, 64], [4, 0], valid_shape=[4, 64])  # the overhang is not valid data
+        pypto.assemble(pypto.exp(tile), [0, 0], out)
+        pypto.assemble(pypto.view(x, [8, 64], [0, 0], valid_shape=[4, 64]), [4, 0], out)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        covered(x, out)
+    assert torch.equal(out[:4], torch.exp(x[4:])) and torch.equal(out[4:], x[:4])
+
+
+def test_lenient_then_strict_still_raises():
+    """A tile check let through by lenient() is not remembered as valid."""
+    x = z(8, 24, dtype=torch.bfloat16)
+    with lenient(), pytest.warns(ConstraintWarning, match="C-TILE-02"):
+        bf16_24_kernel(x, x.clone())
+    with pytest.raises(ConstraintViolation, match="C-TILE-02"):
+        bf16_24_kernel(x, x.clone())
+
+
+def test_lenient_nesting():
+    assert not checks.is_lenient()
+    with lenient():
+        assert checks.is_lenient()
+        with lenient(False):
+            with pytest.raises(ConstraintViolation):
+                view_oob()
+        assert checks.is_lenient()
+    assert not checks.is_lenient()
+
+
+def test_valid_programs_near_the_limits_pass():
+    """The boundaries are where the rules say: 32 B tiles, 192 KB UB, 64 KB sum."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 1024], F32), y: pypto.Tensor([8, 16], BF16), out: pypto.Tensor([16, 1], F32),
+               out2: pypto.Tensor([8, 16], BF16)):
+        pypto.set_vec_tile_shapes(16, 1024)  # 64 KB input tile: exactly the sum buffer
+        out[:] = pypto.sum(x, -1, keepdim=True)
+        pypto.set_vec_tile_shapes(8, 16)  # 16 x 2 B = 32 B
+        out2[:] = pypto.exp(y)
+        pypto.set_vec_tile_shapes(8, 24)  # clipped to the tensor: [8, 16], aligned
+        out2[:] = pypto.exp(out2)
+        pypto.set_vec_tile_shapes(4096, 4096)  # far beyond UB, but clipped to [8, 16] tensors
+        out2[:] = pypto.add(out2, y)
+
+    x, y = r(16, 1024), r(8, 16, dtype=torch.bfloat16)
+    out, out2 = z(16, 1), z(8, 16, dtype=torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel(x, y, out, out2)
+    assert torch.allclose(out.double(), x.double().sum(-1, keepdim=True), atol=1e-3)
+    assert torch.equal(out2, torch.exp(torch.exp(y)) + y)

@@ -1,0 +1,693 @@
+"""ptogym.interp's frontend: how kernels are called (annotations, options, scalars,
+returns, devices, aliasing), looped over (loop, loop_unroll, is_loop_begin/end,
+loop-carried accumulation), configured (tile shapes, labels, options, platform),
+and launched (``ptogym interp SCRIPT.py`` / ``-m``)."""
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ptogym.interp as pypto
+from ptogym.interp import ConstraintViolation, checks, launcher, runtime
+from ptogym.interp.platform import platform as interp_platform
+
+
+@pytest.fixture(autouse=True)
+def strict(monkeypatch):
+    """Violations raise here, whatever $PTOGYM_LENIENT says."""
+    monkeypatch.setattr(checks, "_lenient", False)
+
+
+@pytest.fixture
+def restore_platform():
+    profile = interp_platform.profile
+    yield
+    interp_platform.profile = profile
+
+
+@pytest.fixture
+def restore_global_tiles():
+    vec, cube = runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile
+    yield
+    runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile = vec, cube
+
+
+def exp_kernel(dtype=pypto.DT_FP32):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], dtype), out: pypto.Tensor([pypto.DYNAMIC, 64], dtype)):
+        pypto.set_vec_tile_shapes(8, 64)
+        n = x.shape[0]
+        for i in pypto.loop(0, (n + 7) // 8):
+            tile = pypto.view(x, [8, 64], [i * 8, 0], valid_shape=[(n - i * 8).min(8), 64])
+            pypto.assemble(pypto.exp(tile), [i * 8, 0], out)
+    return kernel
+
+
+# --- annotations ------------------------------------------------------------------------------
+def test_annotations_checked_at_call_time():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), out: pypto.Tensor([4, 64], pypto.DT_FP32)):
+        seen["rows"] = x.shape[0]
+        seen["static"] = out.shape
+        pypto.set_vec_tile_shapes(4, 64)
+        out[:] = pypto.view(x, [4, 64], [0, 0])
+
+    seen = {}
+    x = torch.randn(12, 64)
+    out = torch.zeros(4, 64)
+    kernel(x, out)
+    assert torch.equal(out, x[:4])
+    assert isinstance(seen["rows"], pypto.SymbolicScalar) and seen["rows"].value == 12
+    assert seen["rows"].expr == "x.shape[0]" and not seen["rows"].is_concrete()
+    assert seen["static"] == [4, 64]
+    bad = [
+        ((torch.randn(12, 64, 1), out), "rank 3"),
+        ((torch.randn(12, 64, dtype=torch.float16), out), "torch.float16"),
+        ((x, torch.zeros(5, 64)), "axis 0 is 5"),
+        ((torch.randn(12, 32), out), "axis 1 is 32"),
+        ((x, [0.0] * 64), "got list"),
+    ]
+    for args, fragment in bad:
+        with pytest.raises(ConstraintViolation, match=r"C-ARG-01") as info:
+            kernel(*args)
+        assert info.value.check_id == "C-ARG-01" and fragment in str(info.value)
+    with pytest.raises(TypeError, match="at least 2 tensor"):
+        kernel(x)
+
+
+def test_static_status_accepts_any_size_and_is_concrete():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.STATIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.STATIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        assert x.shape[0] == 3 and isinstance(x.shape[0], int)
+        out.move(pypto.neg(x))
+
+    x = torch.randn(3, 64)
+    out = torch.zeros_like(x)
+    kernel(x, out)
+    assert torch.equal(out, -x)
+
+
+def test_named_dynamic_dims_bind_consistently():
+    N = pypto.frontend.dynamic("N")
+
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([N, 64], pypto.DT_FP32), b: pypto.Tensor([N, 32], pypto.DT_FP32),
+               out: pypto.Tensor([N, 64], pypto.DT_FP32)):
+        assert a.shape[0].expr == "N" and b.shape[0].expr == "N"
+        seen.append(a.shape[0].value)
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(0, (a.shape[0] + 7) // 8):
+            rows = (a.shape[0] - i * 8).min(8)
+            pypto.assemble(pypto.view(a, [8, 64], [i * 8, 0], valid_shape=[rows, 64]), [i * 8, 0], out)
+
+    seen = []
+    for n in (5, 17):  # each call binds N afresh
+        a = torch.randn(n, 64)
+        out = torch.zeros_like(a)
+        kernel(a, torch.zeros(n, 32), out)
+        assert torch.equal(out, a)
+    assert seen == [5, 17]
+    with pytest.raises(ConstraintViolation) as info:
+        kernel(torch.zeros(5, 64), torch.zeros(6, 32), torch.zeros(5, 64))
+    assert info.value.check_id == "C-ARG-03"
+    assert "N is 6" in str(info.value) and "bound to 5" in str(info.value)
+
+
+def test_postponed_annotations_resolve_in_the_defining_scope(tmp_path, monkeypatch):
+    (tmp_path / "postponed_kernel.py").write_text(textwrap.dedent("""
+        from __future__ import annotations
+        import ptogym.interp as pypto
+
+        def build(dtype, cols):
+            @pypto.frontend.jit
+            def kernel(x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
+                       out: pypto.Tensor([pypto.DYNAMIC, cols], dtype)):
+                pypto.set_vec_tile_shapes(4, 64)
+                out.move(pypto.abs(x))
+            return kernel
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "postponed_kernel", raising=False)
+    import postponed_kernel
+    kernel = postponed_kernel.build(pypto.DT_BF16, 64)
+    x = torch.randn(4, 64, dtype=torch.bfloat16)
+    out = torch.zeros_like(x)
+    kernel(x, out)
+    assert torch.equal(out, x.abs())
+    with pytest.raises(ConstraintViolation, match="C-ARG-01"):
+        kernel(x.float(), out.float())
+    sys.modules.pop("postponed_kernel", None)
+
+
+# --- options, scalars, returns ------------------------------------------------------------------
+def test_jit_options_recorded_and_visible():
+    options = {"pass_options": {"vec_nbuffer_setting": {-1: 8}}, "runtime_options": {"stitch": 2},
+               "debug_options": {"compile_debug_mode": 1}}
+
+    @pypto.frontend.jit(**options)
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        seen["pass"] = pypto.get_pass_options()
+        seen["runtime"] = pypto.get_runtime_options()
+        seen["host"] = pypto.get_host_options()
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = x
+
+    seen = {}
+    kernel(torch.ones(8, 64), torch.zeros(8, 64))
+    assert kernel.options == options
+    assert seen == {"pass": {"vec_nbuffer_setting": {-1: 8}}, "runtime": {"stitch": 2}, "host": {}}
+    assert kernel.__name__ == "kernel"
+
+    @pypto.frontend.jit()
+    def plain(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        return x
+    assert plain.options == {}
+
+
+def test_scalar_params_positional_and_keyword():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32),
+               scale: float, bias: float = 0.5):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(pypto.mul(x, scale), bias)
+
+    x = torch.randn(8, 64)
+    out = torch.zeros(8, 64)
+    kernel(x, out, 2.0)
+    assert torch.equal(out, x * 2.0 + 0.5)
+    kernel(x, out, 3.0, -1.0)
+    assert torch.equal(out, x * 3.0 - 1.0)
+    kernel(x, out, scale=4.0, bias=0.25)
+    assert torch.equal(out, x * 4.0 + 0.25)
+    kernel(x, out, 5.0, bias=2.0)
+    assert torch.equal(out, x * 5.0 + 2.0)
+
+
+def test_return_values_become_torch():
+    @pypto.frontend.jit
+    def single(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        return pypto.exp(x)
+
+    @pypto.frontend.jit
+    def pair(x: pypto.Tensor([8, 64], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 64)
+        return pypto.neg(x), pypto.cast(x, pypto.DT_FP32)
+
+    @pypto.frontend.jit
+    def nothing(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pass
+
+    x = torch.randn(8, 64)
+    got = single(x)
+    assert isinstance(got, torch.Tensor) and torch.equal(got, torch.exp(x))
+    xb = x.to(torch.bfloat16)
+    a, b = pair(xb)
+    assert isinstance(pair(xb), tuple)
+    assert torch.equal(a, -xb) and b.dtype == torch.float32 and torch.equal(b, xb.float())
+    assert nothing(x) is None
+
+
+def test_function_inlining():
+    @pypto.frontend.function
+    def axpy(a, b):
+        return pypto.add(pypto.mul(a, 2.0), b)
+
+    @pypto.frontend.function()
+    def twice(a):
+        return axpy(a, a)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), y: pypto.Tensor([8, 64], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.sub(axpy(x, y), twice(y))
+
+    @pypto.frontend.jit
+    def misuse(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        return axpy(x, 1.0)
+
+    x, y = torch.randn(8, 64), torch.randn(8, 64)
+    out = torch.zeros(8, 64)
+    kernel(x, y, out)
+    assert torch.equal(out, (x * 2.0 + y) - (y * 2.0 + y))
+    assert axpy.__name__ == "axpy"
+    with pytest.raises(ConstraintViolation) as info:
+        misuse(x)
+    assert info.value.check_id == "C-API-06" and "1.0" in str(info.value)
+
+
+# --- loops ------------------------------------------------------------------------------------
+def test_loop_ranges_int_and_symbolic():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        n = x.shape[0]
+        seen["stop"] = [i.value for i in pypto.loop(5)]
+        seen["start_stop"] = [i.value for i in pypto.loop(2, 6)]
+        seen["step"] = [i.value for i in pypto.loop(1, 10, 3)]
+        seen["down"] = [i.value for i in pypto.loop(5, 0, -2)]
+        seen["empty"] = [i.value for i in pypto.loop(4, 4)]
+        seen["sym"] = [i.value for i in pypto.loop(n)]
+        seen["sym_all"] = [i.value for i in pypto.loop(n // 4, n, n // 4)]
+        seen["names"] = {i.expr for i in pypto.loop(2, name="L", idx_name="row")}
+        seen["types"] = {type(i) for i in pypto.loop(0, n, 1)}
+
+    seen = {}
+    kernel(torch.zeros(12, 64))
+    assert seen["stop"] == [0, 1, 2, 3, 4]
+    assert seen["start_stop"] == [2, 3, 4, 5]
+    assert seen["step"] == [1, 4, 7]
+    assert seen["down"] == [5, 3, 1]
+    assert seen["empty"] == []
+    assert seen["sym"] == list(range(12))
+    assert seen["sym_all"] == [3, 6, 9]
+    assert seen["names"] == {"row"}
+    assert seen["types"] == {pypto.SymbolicScalar}
+    with pytest.raises(TypeError):
+        list(pypto.loop(1, 2, 3, 4))
+
+
+UNROLL_LISTS = [[64, 16, 4, 2, 1], [8, 3], [5], [1], [4, 2], [7, 5, 2]]
+
+
+def unroll_plan(n, unroll_list, start=0):
+    return [(i.value, f) for i, f in pypto.loop_unroll(start, n, 1, unroll_list=unroll_list)]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(n=st.integers(0, 300), unroll_list=st.sampled_from(UNROLL_LISTS), start=st.integers(0, 3))
+def test_loop_unroll_tiles_range_exactly(n, unroll_list, start):
+    plan = unroll_plan(n, unroll_list, start)
+    factors = set(unroll_list) | {1}
+    covered = []
+    position = start
+    for index, factor in plan:
+        assert index == position  # in order, no gap, no overlap
+        assert factor == max(f for f in factors if f <= n - index)  # largest fitting factor first
+        covered.extend(range(index, index + factor))
+        position += factor
+    assert covered == list(range(start, n))
+    assert [f for _, f in plan] == sorted((f for _, f in plan), reverse=True)
+
+
+def test_loop_unroll_examples_and_kernel():
+    assert unroll_plan(10, [8, 3]) == [(0, 8), (8, 1), (9, 1)]
+    assert unroll_plan(14, [8, 3]) == [(0, 8), (8, 3), (11, 3)]
+    assert unroll_plan(87, [64, 16, 4, 2, 1]) == [(0, 64), (64, 16), (80, 4), (84, 2), (86, 1)]
+    assert unroll_plan(3, [5]) == [(0, 1), (1, 1), (2, 1)]
+    assert unroll_plan(0, [64, 16]) == []
+    steps = [(i.value, f) for i, f in pypto.loop_unroll(1, 12, 2, unroll_list=[4])]
+    assert steps == [(1, 4), (9, 1), (11, 1)]  # iterations 1, 3, ..., 11 exactly once
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_BF16),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(16, 64)
+        for row, factor in pypto.loop_unroll(0, x.shape[0], 1, name="ROWS", idx_name="row", unroll_list=[16, 4, 1]):
+            tile = pypto.view(x, [factor, 64], [row, 0])
+            pypto.assemble(pypto.mul(tile, tile), [row, 0], out)
+
+    for n in (0, 1, 23, 37, 64):
+        x = torch.randn(n, 64, dtype=torch.bfloat16)
+        out = torch.full_like(x, float("nan"))
+        kernel(x, out)
+        assert torch.equal(out, x * x)
+
+
+def test_is_loop_begin_end():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        for i in pypto.loop(1, x.shape[0], 2):
+            begin, end = pypto.is_loop_begin(i), pypto.is_loop_end(i)
+            flags.append((i.value, bool(begin), bool(end)))
+            for j in pypto.loop(3):
+                if pypto.is_loop_begin(j):
+                    inner.append(("begin", i.value, j.value))
+                if pypto.is_loop_end(j):
+                    inner.append(("end", i.value, j.value))
+
+    flags, inner = [], []
+    kernel(torch.zeros(6, 64))
+    assert flags == [(1, True, False), (3, False, False), (5, False, True)]
+    assert inner == [("begin", 1, 0), ("end", 1, 2), ("begin", 3, 0), ("end", 3, 2), ("begin", 5, 0), ("end", 5, 2)]
+    flags.clear()
+    inner.clear()
+    kernel(torch.zeros(2, 64))  # one iteration: both begin and end
+    assert flags == [(1, True, True)]
+
+
+def test_is_loop_begin_end_per_unroll_factor():
+    """As in pypto, each unroll factor runs as its own sub-loop."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        for i, factor in pypto.loop_unroll(0, x.shape[0], 1, unroll_list=[4]):
+            flags.append((i.value, factor, bool(pypto.is_loop_begin(i)), bool(pypto.is_loop_end(i))))
+
+    flags = []
+    kernel(torch.zeros(10, 64))
+    assert flags == [(0, 4, True, False), (4, 4, False, True), (8, 1, True, False), (9, 1, False, True)]
+
+
+def accumulate_kernel(blocks_dynamic: bool):
+    cols = pypto.DYNAMIC if blocks_dynamic else 256
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, cols], pypto.DT_BF16), out: pypto.Tensor([8, 64], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 64)
+        acc = pypto.tensor([8, 64], pypto.DT_FP32, "acc")
+        for i in pypto.loop(0, x.shape[1] // 64, 1, name="LOOP_K", idx_name="k"):
+            tile = pypto.cast(pypto.view(x, [8, 64], [0, i * 64]), pypto.DT_FP32)
+            if pypto.is_loop_begin(i):
+                acc[:] = tile
+            else:
+                acc[:] = acc + tile
+            if pypto.is_loop_end(i):
+                pypto.assemble(pypto.cast(acc, pypto.DT_BF16), [0, 0], out)
+    return kernel
+
+
+@pytest.mark.parametrize("blocks_dynamic", [False, True])
+def test_loop_carried_accumulation(blocks_dynamic):
+    g = torch.Generator().manual_seed(3)
+    for blocks in ((4,) if not blocks_dynamic else (1, 3, 4)):
+        x = torch.randn(8, 64 * blocks, generator=g).to(torch.bfloat16)
+        out = torch.zeros(8, 64, dtype=torch.bfloat16)
+        accumulate_kernel(blocks_dynamic)(x, out)
+        acc = x[:, 0:64].float()
+        for b in range(1, blocks):
+            acc = acc + x[:, 64 * b:64 * (b + 1)].float()  # same order, fp32, one rounding at the end
+        assert torch.equal(out, acc.to(torch.bfloat16))
+        if blocks > 1:
+            bf16_acc = x[:, 0:64]
+            for b in range(1, blocks):
+                bf16_acc = bf16_acc + x[:, 64 * b:64 * (b + 1)]
+            assert not torch.equal(out, bf16_acc)
+
+
+# --- symbolic scalars ---------------------------------------------------------------------------
+def test_symbolic_scalar_arithmetic_and_comparisons():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32)):
+        n, m = x.shape
+        seen["values"] = [(n + 3).value, (3 + n).value, (n - 2).value, (20 - n).value, (n * m).value,
+                          (2 * n).value, (n // 3).value, (50 // n).value, (n % 4).value, (-n).value,
+                          n.min(8).value, n.max(8).value, n.min(m).value, pypto.min(n, 4).value,
+                          pypto.max(n, 40).value, pypto.ceildiv(n, 8).value]
+        seen["expr"] = (n * 2 + 1).expr
+        seen["conditions"] = [bool(n > 5), bool(n < 5), bool(n == 11), bool(n != 11), bool(n >= 11),
+                              bool(n <= 10)]
+        if n > m:
+            seen["branch"] = "n > m"
+        else:
+            seen["branch"] = "n <= m"
+        seen["as_variable"] = n.as_variable()
+        seen["is_variable"] = n.is_variable
+        seen["concrete"] = (pypto.SymbolicScalar(4).is_concrete(), n.is_concrete(), n.is_symbol())
+        with pytest.raises(ConstraintViolation) as info:
+            n.concrete()
+        seen["concrete_error"] = info.value.check_id
+
+    seen = {}
+    kernel(torch.zeros(11, 64))
+    assert seen["values"] == [14, 14, 9, 9, 704, 22, 3, 4, 3, -11, 8, 11, 11, 4, 40, 2]
+    assert seen["expr"] == "((x.shape[0] * 2) + 1)"
+    assert seen["conditions"] == [True, False, True, False, True, False]
+    assert seen["branch"] == "n <= m"
+    assert seen["as_variable"] is None and seen["is_variable"] is True
+    assert seen["concrete"] == (True, False, True)
+    assert seen["concrete_error"] == "C-LOOP-03"
+    named = pypto.SymbolicScalar("batch", 6)
+    assert named.expr == "batch" and named.value == 6
+    assert pypto.ceildiv(17, 8) == 3
+
+
+# --- configuration ---------------------------------------------------------------------------
+def test_tile_shapes_set_and_get(restore_global_tiles):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        seen["inherited"] = pypto.get_vec_tile_shapes()
+        pypto.set_vec_tile_shapes(4, 32)
+        seen["vec"] = pypto.get_vec_tile_shapes()
+        pypto.set_cube_tile_shapes([16, 32], [32, 64], [16, 16], True)
+        seen["cube"] = pypto.get_cube_tile_shapes()
+        out[:] = pypto.add(x, x)
+
+    seen = {}
+    runtime.GLOBAL_RUN.vec_tile = None
+    runtime.GLOBAL_RUN.cube_tile = None
+    assert pypto.get_vec_tile_shapes() == [] and pypto.get_cube_tile_shapes() == ([], [], [], False)
+    kernel(torch.ones(8, 64), torch.zeros(8, 64))
+    assert seen == {"inherited": [], "vec": [4, 32], "cube": ([16, 32], [32, 64], [16, 16], True)}
+    assert pypto.get_vec_tile_shapes() == []  # kernel settings do not leak out
+
+    pypto.set_vec_tile_shapes(8, 64)  # global settings are inherited by kernels
+    pypto.set_options(cube_tile_shapes=[[16, 16], [16, 16], [16, 16]])
+    kernel(torch.ones(8, 64), torch.zeros(8, 64))
+    assert seen["inherited"] == [8, 64]
+    assert pypto.get_cube_tile_shapes() == ([16, 16], [16, 16], [16, 16], False)
+
+
+def test_semantic_label_and_operation_options():
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.set_semantic_label("scale-stage")
+        seen["label"] = runtime.current().semantic_label
+        pypto.experimental.set_operation_options(combine_axis=True, force_combine_axis=False)
+        seen["operation"] = pypto.experimental.get_operation_options()
+        pypto.set_pass_options(pg_upper_bound=1024)
+        seen["pass"] = pypto.get_pass_options()
+        out[:] = pypto.mul(x, 2.0)
+
+    seen = {}
+    x = torch.randn(8, 64)
+    out = torch.zeros(8, 64)
+    kernel(x, out)
+    assert torch.equal(out, x * 2.0)
+    assert seen == {"label": "scale-stage", "operation": {"combine_axis": True, "force_combine_axis": False},
+                    "pass": {"pg_upper_bound": 1024}}
+
+
+def test_platform_npuarch_and_set_platform(restore_platform):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if pypto.platform.npuarch == "DAV_3510":
+            out[:] = pypto.mul(x, 3.0)
+        else:
+            out[:] = pypto.mul(x, 2.0)
+
+    x = torch.randn(8, 64)
+    out = torch.zeros(8, 64)
+    pypto.set_platform("DAV_2201")
+    assert pypto.platform.npuarch == "DAV_2201"
+    kernel(x, out)
+    assert torch.equal(out, x * 2.0)
+    pypto.set_platform("DAV_3510")
+    assert pypto.platform.npuarch == "DAV_3510"
+    kernel(x, out)
+    assert torch.equal(out, x * 3.0)
+    with pytest.raises(ValueError, match="DAV_9999"):
+        pypto.set_platform("DAV_9999")
+    assert pypto.platform.npuarch == "DAV_3510"
+
+
+def test_platform_budgets_follow_the_profile(restore_platform):
+    """UB budgets: 3 x 64 KB fp32 tiles fit DAV_2201's 192 KB exactly; 3 x 80 KB only
+    fit DAV_3510's (assumed) 256 KB."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([64, 256], pypto.DT_FP32), out: pypto.Tensor([64, 256], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(64, 256)
+        out[:] = pypto.exp(x)  # 2 x 64 KB = 128 KB... fits both
+        out[:] = pypto.add(x, out)  # 3 x 64 KB = 192 KB = 196608 B: fits 2201 exactly
+
+    x = torch.randn(64, 256)
+    for arch in ("DAV_2201", "DAV_3510"):
+        pypto.set_platform(arch)
+        out = torch.zeros(64, 256)
+        kernel(x, out)
+        assert torch.equal(out, x + torch.exp(x))
+
+    @pypto.frontend.jit
+    def wide(x: pypto.Tensor([64, 320], pypto.DT_FP32), out: pypto.Tensor([64, 320], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(64, 320)
+        out[:] = pypto.add(x, x)  # 3 x 80 KB = 245760 B
+
+    x = torch.randn(64, 320)
+    pypto.set_platform("DAV_3510")
+    out = torch.zeros(64, 320)
+    wide(x, out)
+    assert torch.equal(out, x + x)
+    pypto.set_platform("DAV_2201")
+    with pytest.raises(ConstraintViolation) as info:
+        wide(x, out)
+    assert info.value.check_id == "C-TILE-03" and "245760 B" in str(info.value) and "196608 B" in str(info.value)
+
+
+# --- devices and aliasing ------------------------------------------------------------------------
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no cuda"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_runs_on_the_tensors_device(device):
+    x = torch.randn(21, 64, device=device)
+    out = torch.zeros_like(x)
+    exp_kernel()(x, out)
+    assert out.device == x.device
+    assert torch.equal(out.cpu(), torch.exp(x).cpu())
+
+    @pypto.frontend.jit
+    def workspace(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        tmp = pypto.tensor([8, 64], pypto.DT_FP32, "tmp")
+        tmp[:] = pypto.add(x, 1.0)
+        out[:] = pypto.mul(pypto.sub(tmp, pypto.full([8, 64], 0.5, pypto.DT_FP32)), x)
+
+    x = torch.randn(8, 64, device=device)
+    out = torch.zeros_like(x)
+    workspace(x, out)
+    assert torch.equal(out.cpu(), ((x + 1.0 - 0.5) * x).cpu())
+
+
+def test_kernel_created_tensors_follow_the_argument_device():
+    """pypto.tensor / full / zeros are allocated where the arguments live (the meta
+    device stands in for an accelerator here)."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        tmp = pypto.tensor([8, 64], pypto.DT_FP32, "tmp")
+        tmp[:] = pypto.full([8, 64], 1.0, pypto.DT_FP32)
+        ones = pypto.ones(8, 64)
+        seen.extend([tmp.data.device.type, ones.data.device.type])
+        out[:] = pypto.add(pypto.add(tmp, x), ones)
+
+    seen = []
+    kernel(torch.empty(8, 64, device="meta"), torch.empty(8, 64, device="meta"))
+    assert seen == ["meta", "meta"]
+    x, out = torch.randn(8, 64), torch.zeros(8, 64)
+    kernel(x, out)
+    assert seen[2:] == ["cpu", "cpu"] and torch.equal(out, x + 1.0 + 1.0)
+
+
+def test_in_place_aliasing_input_and_output():
+    """The same torch tensor as input x and output out: each tile is read before its
+    result is written, so the kernel is in place without scratch."""
+    x = torch.randn(21, 64)
+    expected = torch.exp(x)
+    exp_kernel()(x, x)
+    assert torch.equal(x, expected)
+
+    @pypto.frontend.jit
+    def shift(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        top = pypto.view(x, [8, 64], [0, 0])
+        bottom = pypto.view(x, [8, 64], [8, 0])
+        top_sum = pypto.add(top, bottom)  # computed before any write
+        pypto.assemble(pypto.mul(bottom, 2.0), [0, 0], out)
+        pypto.assemble(top_sum, [8, 0], out)
+
+    x = torch.randn(16, 64)
+    before = x.clone()
+    shift(x, x)
+    assert torch.equal(x[:8], before[8:] * 2.0)
+    assert torch.equal(x[8:], before[:8] + before[8:])
+
+
+# --- launcher --------------------------------------------------------------------------------------
+SCRIPT = """
+import sys
+import torch
+import pypto
+import pypto.frontend
+
+@pypto.frontend.jit
+def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    pypto.assemble(pypto.add(pypto.view(x, [8, 64], [0, 0]), 1.0), [0, 0], out)
+
+x = torch.zeros(8, 64)
+out = torch.zeros(8, 64)
+kernel(x, out)
+with open(sys.argv[1], "w") as f:
+    f.write(" ".join(sys.argv[1:]) + "|" + pypto.__name__ + "|" + str(float(out.sum())) + "|" + pypto.platform.npuarch)
+if len(sys.argv) > 2:
+    sys.exit(int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2])
+"""
+
+
+@pytest.fixture
+def launcher_sandbox(monkeypatch):
+    """Undo what a launch changes process-wide: pypto bindings, sys.argv/path, lenient
+    mode, platform, and the modules the launched code imports."""
+    names = ["pypto", "pypto.frontend", "pypto.experimental", "launched_mod"]
+    saved = {name: sys.modules[name] for name in names if name in sys.modules}
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(checks, "_lenient", False)  # strict, whatever $PTOGYM_LENIENT says
+    profile = interp_platform.profile
+    pypto.set_platform("DAV_2201")
+    yield
+    interp_platform.profile = profile
+    for name in names:
+        sys.modules.pop(name, None)
+    sys.modules.update(saved)
+
+
+def test_launcher_runs_script_with_import_pypto(tmp_path, launcher_sandbox):
+    script = tmp_path / "user_script.py"
+    script.write_text(SCRIPT)
+    report = tmp_path / "report.txt"
+    assert launcher.main([str(script), str(report)]) == 0
+    assert report.read_text() == f"{report}|ptogym.interp|512.0|DAV_2201"
+    assert sys.modules["pypto"] is pypto
+    assert sys.argv == [str(script), str(report)]
+    assert launcher.main([str(script), str(report), "3"]) == 3
+    assert launcher.main([str(script), str(report), "0"]) == 0
+    assert launcher.main([str(script), str(report), "boom"]) == 1  # sys.exit("message")
+    assert launcher.main(["--platform", "DAV_3510", str(script), str(report)]) == 0
+    assert report.read_text().endswith("|DAV_3510")
+
+
+def test_launcher_module_mode(tmp_path, launcher_sandbox):
+    (tmp_path / "launched_mod.py").write_text(SCRIPT)
+    sys.path.insert(0, str(tmp_path))
+    report = tmp_path / "report.txt"
+    assert launcher.main(["-m", "launched_mod", str(report), "7"]) == 7
+    assert report.read_text() == f"{report} 7|ptogym.interp|512.0|DAV_2201"
+
+
+def test_launcher_propagates_violations_and_lenient(tmp_path, launcher_sandbox):
+    script = tmp_path / "bad_script.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import pypto
+
+        @pypto.frontend.jit
+        def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(8, 64)
+            out[:] = pypto.view(x, [8, 64], [4, 0])
+
+        kernel(torch.ones(8, 64), torch.zeros(8, 64))
+    """))
+    with pytest.raises(ConstraintViolation) as info:
+        launcher.main([str(script)])
+    assert info.value.check_id == "C-VIEW-01" and info.value.location == f"{script}:8"
+    with pytest.warns(pypto.ConstraintWarning) as record:
+        assert launcher.main(["--lenient", str(script)]) == 0
+    ids = [str(w.message).split("]")[0].lstrip("[") for w in record]
+    assert ids == ["C-VIEW-01", "C-OUT-01"]  # clipped view, so half of out stays unwritten
+    assert not checks.is_lenient()  # lenient only for the launched program
+
+
+def test_launcher_usage_errors(capsys, launcher_sandbox):
+    assert launcher.main([]) == 2
+    assert launcher.main(["--bogus", "x.py"]) == 2
+    assert launcher.main(["-m"]) == 2
+    assert launcher.main(["--help"]) == 0
+    assert "ptogym interp" in capsys.readouterr().out
