@@ -691,3 +691,9 @@ def test_launcher_usage_errors(capsys, launcher_sandbox):
     assert launcher.main(["-m"]) == 2
     assert launcher.main(["--help"]) == 0
     assert "ptogym interp" in capsys.readouterr().out
+
+
+def test_launcher_lists_every_check(capsys):
+    assert launcher.main(["--checks"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == list(checks.CHECKS)

@@ -8,7 +8,8 @@ import os
 import runpy
 import sys
 
-USAGE = "ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]"
+USAGE = ("ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]\n"
+         "       ptogym interp --checks          list the constraint checks the interpreter enforces")
 
 
 def bind_pypto() -> None:
@@ -31,8 +32,12 @@ def main(argv: list[str]) -> int:
             options.lenient = True
         elif flag == "--platform" and argv:
             options.platform = argv.pop(0)
-        elif flag in ("--help",):
+        elif flag == "--help":
             print(USAGE)
+            return 0
+        elif flag == "--checks":
+            for check_id, rule in checks.CHECKS.items():
+                print(f"{check_id:<14} {rule}")
             return 0
         else:
             print(f"ptogym interp: unknown option {flag}\nusage: {USAGE}", file=sys.stderr)
