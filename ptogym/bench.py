@@ -67,6 +67,9 @@ def _simulate(spec, case, inputs, hbm_bytes: int) -> dict:
             "percent_of_ceiling": 100 * gbps / ceiling_gbps if gbps else None,
             "ceiling_us": hbm_bytes / (ceiling_gbps * 1e9) * 1e6, "tasks": report.tasks, "cores": report.cores,
         }
+    default_us = results["default"]["simulated_us"]
+    for name, variant in results.items():
+        variant["default_speedup"] = variant["simulated_us"] / default_us if default_us else None
     return results
 
 
@@ -77,7 +80,8 @@ def _fmt_row(row: dict) -> str:
     for name, sim in row.get("sim", {}).items():
         text += (f"\n{'':31}{name:<10} sim {sim['simulated_us']:8.1f} us  {sim['effective_gbps']:7.1f} GB/s = "
                  f"{sim['percent_of_ceiling']:5.1f}% of {sim['ceiling_gbps']:.0f} GB/s  "
-                 f"tasks {sim['tasks']}  cores {sim['cores']}")
+                 f"tasks {sim['tasks']}  cores {sim['cores']}"
+                 + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else ""))
     return text
 
 
