@@ -635,6 +635,15 @@ def api_mm_inner():
     mm_inner_kernel(z(16, 32, dtype=torch.bfloat16), z(16, 32, dtype=torch.bfloat16), z(16, 32))
 
 
+@case("C-SYNTAX-01", "while loop inside kernel loop_kernel")
+def syntax_while():
+    @pypto.frontend.jit
+    def loop_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+        while False:  # MARK: syntax_while
+            pass
+        out[:] = x
+
+
 # --- the tests ----------------------------------------------------------------------------------------
 def test_every_check_has_a_case():
     assert {c.check_id for c in CASES} == set(CHECKS)

@@ -118,7 +118,9 @@ def test_named_dynamic_dims_bind_consistently():
     assert "N is 6" in str(info.value) and "bound to 5" in str(info.value)
 
 
-def test_postponed_annotations_resolve_in_the_defining_scope(tmp_path, monkeypatch):
+def test_postponed_annotations_rejected_strict_resolved_lenient(tmp_path, monkeypatch):
+    """pypto's parser treats string annotations as scalars: strict mode rejects the
+    module flag (C-SYNTAX-01); lenient mode resolves them in the defining scope."""
     (tmp_path / "postponed_kernel.py").write_text(textwrap.dedent("""
         from __future__ import annotations
         import ptogym.interp as pypto
@@ -134,7 +136,11 @@ def test_postponed_annotations_resolve_in_the_defining_scope(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "postponed_kernel", raising=False)
     import postponed_kernel
-    kernel = postponed_kernel.build(pypto.DT_BF16, 64)
+    with pytest.raises(ConstraintViolation, match="C-SYNTAX-01") as info:
+        postponed_kernel.build(pypto.DT_BF16, 64)
+    assert info.value.location == f"{tmp_path / 'postponed_kernel.py'}:6"
+    with pypto.lenient(), pytest.warns(pypto.ConstraintWarning, match="C-SYNTAX-01"):
+        kernel = postponed_kernel.build(pypto.DT_BF16, 64)
     x = torch.randn(4, 64, dtype=torch.bfloat16)
     out = torch.zeros_like(x)
     kernel(x, out)
@@ -142,6 +148,28 @@ def test_postponed_annotations_resolve_in_the_defining_scope(tmp_path, monkeypat
     with pytest.raises(ConstraintViolation, match="C-ARG-01"):
         kernel(x.float(), out.float())
     sys.modules.pop("postponed_kernel", None)
+
+
+@pytest.mark.parametrize("construct, body", [
+    ("nested def", "def helper(t):\n        return t\n    out.move(helper(x))"),
+    ("lambda", "f = lambda t: t\n    out.move(f(x))"),
+    ("while loop", "while False:\n        pass\n    out.move(x)"),
+    ("with block", "with open(__file__):\n        pass\n    out.move(x)"),
+    ("try block", "try:\n        out.move(x)\n    except ValueError:\n        pass"),
+])
+def test_constructs_pypto_cannot_parse_are_rejected_at_their_line(tmp_path, monkeypatch, construct, body):
+    source = ("import ptogym.interp as pypto\n\n\n@pypto.frontend.jit\n"
+              "def kernel(x: pypto.Tensor([4, 64], pypto.DT_FP32), out: pypto.Tensor([4, 64], pypto.DT_FP32)):\n"
+              f"    {body}\n")
+    path = tmp_path / "unparseable_kernel.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "unparseable_kernel", raising=False)
+    with pytest.raises(ConstraintViolation, match=construct) as info:
+        import unparseable_kernel  # noqa: F401
+    assert info.value.check_id == "C-SYNTAX-01"
+    assert info.value.location == f"{path}:6"
+    sys.modules.pop("unparseable_kernel", None)
 
 
 # --- options, scalars, returns ------------------------------------------------------------------
@@ -409,9 +437,7 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
         seen["as_variable"] = n.as_variable()
         seen["is_variable"] = n.is_variable
         seen["concrete"] = (pypto.SymbolicScalar(4).is_concrete(), n.is_concrete(), n.is_symbol())
-        with pytest.raises(ConstraintViolation) as info:
-            n.concrete()
-        seen["concrete_error"] = info.value.check_id
+        seen["n"] = n
 
     seen = {}
     kernel(torch.zeros(11, 64))
@@ -420,6 +446,9 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
     assert seen["conditions"] == [True, False, True, False, True, False]
     assert seen["branch"] == "n <= m"
     assert seen["as_variable"] is None and seen["is_variable"] is True
+    with pytest.raises(ConstraintViolation) as info:
+        seen["n"].concrete()
+    seen["concrete_error"] = info.value.check_id
     assert seen["concrete"] == (True, False, True)
     assert seen["concrete_error"] == "C-LOOP-03"
     named = pypto.SymbolicScalar("batch", 6)

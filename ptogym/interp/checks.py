@@ -36,6 +36,8 @@ CHECKS = {
     "C-API-03": "broadcast operands need equal rank and dims that are equal or 1",
     "C-API-05": "pypto.sum accepts only DT_FP32 input",
     "C-API-06": "invalid argument value for a PyPTO op",
+    "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
+                   "break, continue, with or try, and no `from __future__ import annotations` in its module",
 }
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -65,9 +67,9 @@ def user_location() -> str:
     return f"{frame.f_code.co_filename}:{frame.f_lineno}"
 
 
-def violation(check_id: str, details: str) -> None:
+def violation(check_id: str, details: str, location: str | None = None) -> None:
     """Raise (strict) or warn (lenient) about a broken constraint."""
-    error = ConstraintViolation(check_id, details, user_location())
+    error = ConstraintViolation(check_id, details, location or user_location())
     if not _lenient:
         raise error
     warnings.warn(str(error), ConstraintWarning, stacklevel=3)

@@ -7,10 +7,13 @@ pure output is checked to be fully written.
 """
 from __future__ import annotations
 
+import __future__
+import ast
 import enum
 import functools
 import inspect
 import sys
+import textwrap
 
 import torch
 
@@ -42,13 +45,39 @@ def dynamic(name: str) -> SymbolicScalar:
     return SymbolicScalar(0, name)
 
 
+# Statements and expressions pypto 0.2.0's kernel parser rejects (measured).
+_UNPARSEABLE = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested async def", ast.Lambda: "lambda",
+                ast.ClassDef: "class definition", ast.While: "while loop", ast.Break: "break",
+                ast.Continue: "continue", ast.With: "with block", ast.Try: "try block"}
+
+
+def _check_parser_subset(func) -> None:
+    """C-SYNTAX-01: the kernel source must be something real pypto can parse."""
+    filename = func.__code__.co_filename
+    if func.__code__.co_flags & __future__.annotations.compiler_flag:
+        violation("C-SYNTAX-01", f"kernel {func.__name__} is defined under `from __future__ import annotations`: "
+                                 f"pypto would then treat every tensor parameter as a scalar",
+                  f"{filename}:{func.__code__.co_firstlineno}")
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):  # no source (e.g. exec'd code): nothing to check
+        return
+    definition = tree.body[0]
+    for node in ast.walk(definition):
+        if node is not definition and type(node) in _UNPARSEABLE:
+            line = func.__code__.co_firstlineno + node.lineno - 1
+            violation("C-SYNTAX-01", f"{_UNPARSEABLE[type(node)]} inside kernel {func.__name__}; move helpers to "
+                                     f"module or builder scope", f"{filename}:{line}")
+
+
 class JitKernel:
     """A ``@pypto.frontend.jit`` kernel; options are accepted and kept in ``options``."""
 
     def __init__(self, func, options: dict, scope: dict | None = None):
         self.func = func
         self.options = options
-        self.scope = scope or {}  # the defining frame's locals, for postponed annotations (as pypto does)
+        self.scope = scope or {}  # the defining frame's locals, for postponed annotations
+        _check_parser_subset(func)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
         functools.update_wrapper(self, func)
