@@ -5,7 +5,6 @@ same computation in plain torch eager, measured side by side in one process.
 
 Prints the median wall time of each and their ratio (target: interp within 3x).
 """
-from __future__ import annotations
 
 import argparse
 import statistics

@@ -43,3 +43,16 @@ def test_cli_writes_json(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data[0]["level"] == "level0" and data[0]["op"] == "inplace_add_rms_norm"
     assert "ratio" in capsys.readouterr().out
+
+
+def test_interp_benchmark_script_runs_and_agrees_with_torch(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[1] / "benchmarks" / "bench_interp.py"
+    spec = importlib.util.spec_from_file_location("bench_interp", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ratio = module.main(["--rows", "100", "--hidden", "256", "--tile-rows", "16", "--repeat", "1"])
+    assert ratio > 0
+    assert "max |diff| = 0" in capsys.readouterr().out  # tail tiles (valid_shape) included
