@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from ptogym.backends import BackendUnavailable, get_backend
+from ptogym.backends import BackendUnavailable, add_cli_options, configure_from_cli, get_backend
 from ptogym.ops import OP_NAMES, get_op
 from ptogym.verify.cases import load_cases
 
@@ -66,6 +66,7 @@ def _simulate(spec, case, inputs, hbm_bytes: int) -> dict:
             "simulated_us": us, "effective_gbps": gbps, "ceiling_gbps": ceiling_gbps,
             "percent_of_ceiling": 100 * gbps / ceiling_gbps if gbps else None,
             "ceiling_us": hbm_bytes / (ceiling_gbps * 1e9) * 1e6, "tasks": report.tasks, "cores": report.cores,
+            "artifacts": report.artifacts,
         }
     default_us = results["default"]["simulated_us"]
     for name, variant in results.items():
@@ -81,7 +82,8 @@ def _fmt_row(row: dict) -> str:
         text += (f"\n{'':31}{name:<10} sim {sim['simulated_us']:8.1f} us  {sim['effective_gbps']:7.1f} GB/s = "
                  f"{sim['percent_of_ceiling']:5.1f}% of {sim['ceiling_gbps']:.0f} GB/s  "
                  f"tasks {sim['tasks']}  cores {sim['cores']}"
-                 + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else ""))
+                 + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else "")
+                 + (f"\n{'':31}artifacts kept in {sim['artifacts']}" if sim["artifacts"] else ""))
     return text
 
 
@@ -130,6 +132,7 @@ def plot(rows: list[dict], path: str) -> None:
 
 def _cli(args) -> int:
     ops = args.ops or list(OP_NAMES)
+    configure_from_cli(args)
     simulate = not args.no_sim
     if simulate:
         try:
@@ -156,4 +159,5 @@ def add_cli(subparsers) -> None:
     parser.add_argument("--no-sim", action="store_true", help="skip the pypto cost model")
     parser.add_argument("--json", help="write the table as JSON")
     parser.add_argument("--plot", help="write a PNG of simulated time per level")
+    add_cli_options(parser)
     parser.set_defaults(func=_cli)

@@ -245,14 +245,10 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim):
     from ptogym.ops import get_op
     from ptogym.verify.compare import detailed_tensor_compare
 
-    spec = get_op(op_name)
-    try:
-        from ptogym.verify.cases import load_cases
+    from ptogym.verify.cases import load_cases
 
-        cases = load_cases(spec.cases_path, spec)
-    except ImportError:  # pragma: no cover - fallback while verify.cases is absent
-        pytest.fail("ptogym.verify.cases.load_cases is unavailable")
-    case = next(c for c in cases if c.id == "level0")
+    spec = get_op(op_name)
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "level0")
 
     inputs = spec.make_inputs(case, torch.Generator().manual_seed(case.seed), "cpu")
     expected, _ = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, InterpBackend())
@@ -268,3 +264,25 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim):
                                          atol=case.atol, max_error_ratio=case.max_error_ratio,
                                          int_tolerance=case.int_tolerance)
         assert result.all_close, f"{op_name}.{name}: pypto-sim vs interp\n{result}"
+
+
+@needs_pypto
+def test_run_cli_keep_artifacts_prints_where(tmp_path):
+    """``ptogym run ... --backend pypto-sim --keep-artifacts`` passes and keeps the
+    Perfetto trace and swimlane json where it says."""
+    env = {k: v for k, v in os.environ.items() if k not in {"PTOGYM_KEEP_ARTIFACTS", "PTOGYM_VERBOSE"}}
+    proc = subprocess.run([sys.executable, "-m", "ptogym", "run", "inplace_add_rms_norm", "level0",
+                           "--backend", "pypto-sim", "--keep-artifacts"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[PRECISION_PASS]"
+    kept = re.search(r"artifacts kept in (\S+)", proc.stdout)
+    assert kept, proc.stdout
+    folder = Path(kept.group(1))
+    try:
+        names = {p.name for p in folder.rglob("*")}
+        assert any(name.endswith("swim.json") for name in names), names
+        assert any("trace" in name for name in names), names
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert list(tmp_path.iterdir()) == []

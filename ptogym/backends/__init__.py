@@ -31,6 +31,29 @@ def names() -> list[str]:
     return list(_MODULES)
 
 
+def configure(*, keep_artifacts: bool = False, verbose: bool = False) -> None:
+    """Run-wide options of the real-pypto backends: keep each run's Perfetto trace and
+    swimlane json (``PTOGYM_KEEP_ARTIFACTS``) and show pypto's own output
+    (``PTOGYM_VERBOSE``), for backends already open and those opened later."""
+    for variable, enabled in (("PTOGYM_KEEP_ARTIFACTS", keep_artifacts), ("PTOGYM_VERBOSE", verbose)):
+        if enabled:
+            os.environ[variable] = "1"
+    for backend in _instances.values():
+        backend.keep_artifacts = getattr(backend, "keep_artifacts", False) or keep_artifacts
+        backend.verbose = getattr(backend, "verbose", False) or verbose
+
+
+def add_cli_options(parser) -> None:
+    """``--keep-artifacts`` and ``--pypto-verbose`` for commands that launch kernels."""
+    parser.add_argument("--keep-artifacts", action="store_true",
+                        help="real-pypto backends: keep each run's Perfetto trace and swimlane json; print where")
+    parser.add_argument("--pypto-verbose", action="store_true", help="real-pypto backends: show pypto's own output")
+
+
+def configure_from_cli(args) -> None:
+    configure(keep_artifacts=args.keep_artifacts, verbose=args.pypto_verbose)
+
+
 def get_backend(name: str | None = None):
     """Return the backend instance for *name* (or ``$PTOGYM_BACKEND``, or interp)."""
     name = name or os.environ.get("PTOGYM_BACKEND") or DEFAULT_BACKEND

@@ -62,6 +62,8 @@ class CaseResult:
     def report(self, verbose: bool = False) -> str:
         """The summary line, then why it did not pass: failing outputs' reports or the error."""
         lines = [self.summary_line()]
+        if self.launch is not None and self.launch.artifacts:
+            lines.append(f"  artifacts kept in {self.launch.artifacts}")
         lines += [result.report() for result in self.outputs.values() if not result.all_close]
         if verbose and self.traceback:
             lines.append(self.traceback.rstrip())
@@ -252,6 +254,7 @@ def _run_command(args: argparse.Namespace) -> int:
         print("error: give an operator name or --all (not both)")
         print(MARKERS[2])
         return 2
+    backends.configure_from_cli(args)
     options = dict(backend=args.backend, log=sys.stdout, verbose=args.verbose)
     if args.all:
         runs = [run_cases(name, quick=True, **options) for name in ops.OP_NAMES]
@@ -324,6 +327,7 @@ def add_cli(subparsers) -> None:
                                                      "(default: $PTOGYM_BACKEND or interp)")
     run.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     run.add_argument("--verbose", action="store_true", help="show tracebacks of errors")
+    backends.add_cli_options(run)
     run.set_defaults(func=_run_command)
     listing = subparsers.add_parser("list", help="list the operators")
     listing.set_defaults(func=_list_command)
