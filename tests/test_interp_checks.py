@@ -194,9 +194,10 @@ def loop_begin_int():
 @pypto.frontend.jit
 def end_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
-    out.move(pypto.neg(x))
+    for i in pypto.loop(0, x.shape[0], 8):
+        pypto.assemble(pypto.neg(pypto.view(x, [8, 64], [i, 0])), [i, 0], out)
     if pypto.is_loop_end(x.shape[0]):  # MARK: loop_end_dim
-        out.move(x)
+        pypto.assemble(pypto.view(x, [8, 64], [0, 0]), [0, 0], out)
 
 
 @case("C-LOOP-07", "pypto.is_loop_end(SymbolicScalar(x.shape[0]=8))")
@@ -633,6 +634,17 @@ def mm_inner_kernel(a: pypto.Tensor([16, 32], BF16), b: pypto.Tensor([16, 32], B
 @case("C-API-06", "pypto.matmul: inner dims differ: [16, 32] x [16, 32]", "b_trans=False", lenient_runs=False)
 def api_mm_inner():
     mm_inner_kernel(z(16, 32, dtype=torch.bfloat16), z(16, 32, dtype=torch.bfloat16), z(16, 32))
+
+
+@pypto.frontend.jit
+def dynamic_whole_kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], F32), out: pypto.Tensor([pypto.DYNAMIC, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out.move(pypto.exp(x))  # MARK: loop_dynamic_whole
+
+
+@case("C-LOOP-01", "pypto.exp on x", "dynamic dim x.shape[0] outside any pypto.loop")
+def loop_dynamic_whole():
+    dynamic_whole_kernel(r(16, 64), z(16, 64))
 
 
 @case("C-SYNTAX-01", "while loop inside kernel loop_kernel")

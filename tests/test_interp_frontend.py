@@ -127,8 +127,8 @@ def test_postponed_annotations_rejected_strict_resolved_lenient(tmp_path, monkey
 
         def build(dtype, cols):
             @pypto.frontend.jit
-            def kernel(x: pypto.Tensor([pypto.DYNAMIC, cols], dtype),
-                       out: pypto.Tensor([pypto.DYNAMIC, cols], dtype)):
+            def kernel(x: pypto.Tensor([4, cols], dtype),
+                       out: pypto.Tensor([4, cols], dtype)):
                 pypto.set_vec_tile_shapes(4, 64)
                 out.move(pypto.abs(x))
             return kernel

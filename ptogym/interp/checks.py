@@ -14,6 +14,7 @@ CHECKS = {
     "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, rank, dtype, static dims)",
     "C-ARG-02": "kernel tensor arguments must be contiguous and on one device",
     "C-ARG-03": "a named dynamic dim must bind the same value everywhere",
+    "C-LOOP-01": "an op on a tensor with a dynamic dim must run inside a pypto.loop (operate on its views)",
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",

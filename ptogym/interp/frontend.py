@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import contextlib
 import enum
 import functools
 import inspect
@@ -214,8 +215,20 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     values = range(start, stop, step)
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
-    for v in values:
-        yield SymbolicScalar(v, label, loop=info)
+    with _loop_body():
+        for v in values:
+            yield SymbolicScalar(v, label, loop=info)
+
+
+@contextlib.contextmanager
+def _loop_body():
+    """Count the loops a kernel is inside (ops on dynamic shapes need one)."""
+    run = runtime.current()
+    run.loop_depth += 1
+    try:
+        yield
+    finally:
+        run.loop_depth -= 1
 
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
@@ -235,8 +248,9 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
         position += count * stride
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1])
-            for value in indices:
-                yield SymbolicScalar(value, label, loop=info), factor
+            with _loop_body():
+                for value in indices:
+                    yield SymbolicScalar(value, label, loop=info), factor
 
 
 def _loop_position(scalar, which: str) -> SymbolicScalar:

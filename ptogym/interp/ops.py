@@ -51,8 +51,19 @@ def _static(t: Tensor) -> tuple:
     return tuple(value_of(d) for d in t._shape)
 
 
+def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
+    """C-LOOP-01: pypto cannot build a whole-tensor op over a dynamic dim outside a loop."""
+    if runtime.current().loop_depth == 0 and runtime.in_kernel():
+        for t in tensors:
+            dynamic = [d for d in t._shape if isinstance(d, SymbolicScalar)]
+            if dynamic:
+                violation("C-LOOP-01", f"pypto.{op} on {t.name or 'tensor'} {t._shape} with dynamic dim "
+                                       f"{dynamic[0].expr} outside any pypto.loop")
+
+
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
-    """C-TILE-06/08/02/03 for one vector op over its operands and result."""
+    """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
+    check_dynamic_outside_loop(op, *tensors)
     tile = runtime.current().vec_tile
     signature = (op, tile, platform.profile.npuarch, tuple((_static(t), t.dtype.name) for t in tensors))
     if signature in _checked:

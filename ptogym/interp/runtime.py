@@ -66,6 +66,7 @@ class LoopInfo:
 @dataclass
 class KernelRun:
     name: str
+    loop_depth: int = 0  # pypto.loop / loop_unroll bodies currently executing
     vec_tile: tuple | None = None
     cube_tile: tuple | None = None  # ((m0, m1), (k0, k1), (n0, n1), split_k)
     options: dict = field(default_factory=dict)
