@@ -117,13 +117,16 @@ def plot(rows: list[dict], path: str) -> None:
         ax.bar([i + j * width for i in x], [r["sim"][variant]["simulated_us"] for r in rows], width, label=variant)
     ax.bar([i + len(variants) * width for i in x], [r["sim"]["default"]["ceiling_us"] for r in rows], width,
            label="HBM ceiling (bytes / modeled GB/s)", color="lightgray")
-    anchors = [(i, get_op(r["op"]).extra.get("anchors_us", {}).get(r["level"])) for i, r in zip(x, rows)]
+    # anchors sit on the upstream variant's bar when there is one
+    offset = width * variants.index("upstream") if "upstream" in variants else 0
+    anchors = [(i + offset, get_op(r["op"]).extra.get("anchors_us", {}).get(r["level"])) for i, r in zip(x, rows)]
     anchors = [(i, a) for i, a in anchors if a]
     if anchors:
         ax.scatter([i for i, _ in anchors], [a for _, a in anchors], marker="x", color="black", zorder=3,
                    label="upstream anchor (issue figures)")
     ax.set_xticks([i + width * len(variants) / 2 for i in x], labels, fontsize=8)
-    ax.set_ylabel("simulated device time (µs)")
+    ax.set_yscale("log")
+    ax.set_ylabel("simulated device time (µs, log scale)")
     ax.set_title("pypto 0.2.0 cost model, DAV_2201")
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -23,6 +23,7 @@ import hashlib
 import importlib.machinery
 import itertools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -257,11 +258,17 @@ def import_pypto(verbose: bool = False):
             RuntimeWarning,
             stacklevel=3,
         )
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         with Capture(sess.log, enabled=not verbose):
             import pypto  # noqa: WPS433 (lazy on purpose)
     except ImportError as exc:  # broken install, missing shared libs ...
         raise BackendUnavailable(f"pypto could not be imported ({exc}); {INSTALL_HINT}") from exc
+    finally:
+        # pypto runs logging.basicConfig(level=DEBUG) on import: undo it, or every library's
+        # debug logging floods the console (and writes to the closed capture stream)
+        root.handlers[:], root.level = handlers, level
     if not hasattr(pypto, "pypto_impl"):
         raise BackendUnavailable(
             f"'import pypto' gives {getattr(pypto, '__name__', pypto)!r} in this process (the "
