@@ -20,32 +20,45 @@ What it costs, measured for H=7168 bf16 (cycles @1.8 GHz):
   It is bound by the MTE_IN pipe: every GM->UB copy pays ~1400 cycles of latency
   (x1 and x2 are one copy each per (2, H) tile), and with more than two tiles in a
   task the compiler's scheduler runs ahead and spills fp32 x_add tiles to GM;
-* a core waits ~4-6k cycles between two tasks, and one loop's tasks start only
-  when the previous loop (which writes the same outputs) has drained.
+* a core waits ~3.6k cycles between two tasks;
+* the runtime hands the cost model the loop iterations (root function calls) in
+  device tasks of 128 calls each ("stitch" batches; the jit/config option
+  ``stitch_function_num_initial`` does not change this in SIM mode), and a batch
+  starts only when the previous one has drained (loops inside one batch overlap).
+  128 calls are 2.67 waves of 48, so a batch of equal tasks leaves 16 cores idle
+  for its last third.
 
-So the kernel makes few, large, equal tasks in whole waves of 48.  It walks a
-ladder of static task sizes ``WAVE_LADDER`` (48, 40, 32, ... 2, 1 rows), largest
+So the kernel makes few, large, equal tasks in whole waves of 48, and as few
+calls as it can (<= 128 where possible, one batch).  It walks a ladder of static
+task sizes ``WAVE_LADDER`` (341, 170, 85, 42, 21, then 16 ... 1 rows), largest
 first; for each size s a loop runs ``48 * floor(left / (48 * s))`` tasks of s rows
 (zero when fewer rows are left), and the last size 1 takes what remains (< 96
-rows).  Every loop body is one task: ``sg_set_scope`` keeps a body in one subgraph
-and gamma is cast inside it, so there is no separate gamma task (upstream's
-hoisted gamma cast is a task that starts the clock ~6000 cycles before the first
-row task can start).  ``combine_axis`` broadcasts rstd/gamma inside the multiply
-instead of materialising (2, H) copies.  ``schedule="unroll"`` is upstream's
-``loop_unroll`` with nbuffer-merged (2, H) tiles (see ``VARIANTS``).
+rows).  The halving top of the ladder is one wave per power-of-two row count:
+2 waves of 341 rows + 32 single rows are 32768 rows in 128 calls, 170 covers 8192,
+42 covers 2048 and 21 covers 1024 in one wave each.  Every loop body is one task:
+``sg_set_scope`` keeps a body in one subgraph and gamma is cast inside it, so there
+is no separate gamma task (upstream's hoisted gamma cast is a task that starts the
+clock ~6000 cycles before the first row task can start).  ``combine_axis``
+broadcasts rstd/gamma inside the multiply instead of materialising (2, H) copies.
+``schedule="unroll"`` is upstream's ``loop_unroll`` with nbuffer-merged (2, H)
+tiles (see ``VARIANTS``).
 
 Measured with pypto 0.2.0's cost model, H=7168 bf16, µs (upstream -> default):
-128 rows 32.9 -> 11.2 (2.9x), 144 rows 33.3 -> 6.76 (4.9x), 1024: 65.3 -> 47.9
-(1.36x), 2048: 99.0 -> 76.1 (1.30x), 8192: 395.6 -> 316.5 (1.25x), 32768: 1443 ->
-1238 (1.17x).  Large shapes stay at ~83% of the per-task floor (one task of
-ceil(rows/48) rows per core): the 2711 cycles/row of the spilling multi-tile task
-is what limits them, not the schedule.
+128 rows 32.9 -> 11.2 (2.9x), 144 rows 33.3 -> 6.76 (4.9x), 1024: 65.3 -> 41.6
+(1.57x), 2048: 99.0 -> 72.0 (1.37x), 8192: 395.6 -> 263.9 (1.50x), 32768: 1443 ->
+1043 (1.38x).  The previous ladder (48, 40, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1) gave
+47.9 / 76.1 / 316.5 / 1238 for 1024 / 2048 / 8192 / 32768 rows: its 272 and 800
+calls at 8192 and 32768 rows split into 3 and 7 batches with idle cores in each.
+The price is compile time: a 341-row task is 171 tiles, and a pypto-sim launch
+takes ~35-75 s and up to ~8 GB (32768 rows; H=16384 ~110 s) instead of ~15 s.
+Shapes above 32768 rows run several 128-call batches again: 65536 rows (4 waves
+of 341, 192 calls) take 2594 µs, upstream 2841, the previous ladder 2480.
 
 Vector tile rule (``vec_tile_rows``): the tile is (rows, H); rows is the largest
 count such that (a) one fp32 tile fits pypto.sum's 64 KB reduction buffer and
 (b) the widest op - an fp32 binary op, three fp32 tiles - fits the 192 KB UB of
 DAV_2201, capped at 64 rows and at the largest task size.  H=7168 gives 2 rows,
-H=256 gives 64 (48 inside the default kernel, whose largest task is 48 rows).
+H=256 gives 64.
 H itself must keep a row 32-byte aligned and one fp32 row within 64 KB (H <= 16384).
 The ladder is in rows and does not depend on H or the dtype.
 
@@ -58,7 +71,7 @@ UB_BYTES = 192 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3  # an fp32 binary op holds two operands and its result in UB
 VECTOR_CORES = 48  # DAV_2201 (Ascend 910B): AIV cores one wave of tasks fills
-WAVE_LADDER = (48, 40, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1)  # static task sizes, rows
+WAVE_LADDER = (341, 170, 85, 42, 21, 16, 12, 8, 6, 4, 3, 2, 1)  # static task sizes, rows
 UNROLL_FACTORS = (64, 16, 4, 2, 1)  # upstream's loop_unroll factors
 MAX_HIDDEN = SUM_BUFFER_BYTES // FP32_BYTES
 
