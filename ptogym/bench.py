@@ -120,7 +120,8 @@ def plot(rows: list[dict], path: str) -> None:
     import matplotlib.pyplot as plt
 
     rows = [r for r in rows if "sim" in r]
-    labels = [f"{r['op']}\n{r['level']}" for r in rows]
+    single_op = len({r["op"] for r in rows}) == 1
+    labels = [r["level"] if single_op else f"{r['op']}\n{r['level']}" for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.5))
     variants = list(rows[0]["sim"]) if rows else []
@@ -139,7 +140,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.set_xticks([i + width * len(variants) / 2 for i in x], labels, fontsize=8)
     ax.set_yscale("log")
     ax.set_ylabel("simulated device time (µs, log scale)")
-    ax.set_title("pypto 0.2.0 cost model, DAV_2201")
+    ax.set_title(("{} - ".format(rows[0]["op"]) if single_op and rows else "") + "pypto 0.2.0 cost model, DAV_2201")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
