@@ -156,7 +156,7 @@ def build(pypto, *, hidden: int, dtype: str, schedule: str = "waves", ladder=WAV
         n_rows = x1.shape[0]
 
         if waves:
-            start = n_rows * 0
+            start = n_rows * 0  # first row of the current size's loop: a runtime value from the start
             for size in sizes:
                 if size == 1:
                     count = n_rows - start
