@@ -647,6 +647,19 @@ def loop_dynamic_whole():
     dynamic_whole_kernel(r(16, 64), z(16, 64))
 
 
+@pypto.frontend.jit
+def unroll_extent_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i, factor in pypto.loop_unroll(0, x.shape[0], 1, name="ROWS", unroll_list=[4]):
+        tile = pypto.view(x, [4, 64], [i, 0])  # MARK: loop_unroll_extent
+        pypto.assemble(pypto.neg(tile), [i, 0], out)
+
+
+@case("C-LOOP-08", "spans 4 on axis 0", "covers 1", "ROWS_LoopUnroll1")
+def loop_unroll_extent():
+    unroll_extent_kernel(r(9, 64), z(9, 64))
+
+
 @case("C-SYNTAX-01", "while loop inside kernel loop_kernel")
 def syntax_while():
     @pypto.frontend.jit

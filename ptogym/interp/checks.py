@@ -18,6 +18,7 @@ CHECKS = {
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
+    "C-LOOP-08": "a view at a loop_unroll index must span the unrolled factor (factor * step) on that axis",
     "C-TILE-02": "a vector tile's last dim must be 32-byte aligned (tile_last * dtype_bytes % 32 == 0)",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",

@@ -247,7 +247,7 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
         indices = [position + i * stride for i in range(count)]
         position += count * stride
         if indices:
-            info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1])
+            info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
             with _loop_body():
                 for value in indices:
                     yield SymbolicScalar(value, label, loop=info), factor

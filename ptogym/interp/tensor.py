@@ -168,6 +168,7 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
         violation("C-VIEW-02", f"view of rank-{rank} {input.name!r}: shape {shape}, offsets {_fmt(offsets)}, "
                                f"valid_shape {_fmt(valid_shape)}")
     shape = [value_of(d) for d in shape]
+    _check_unrolled_extent(input, shape, offsets)
     starts = [value_of(o) for o in offsets]
     valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
     source = list(input.data.shape)
@@ -190,6 +191,16 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
     result = Tensor(shape, dtype or input.dtype, input.name, _data=data, _record=input.record,
                     _region=_compose(input.region, region))
     return result
+
+
+def _check_unrolled_extent(input: Tensor, shape, offsets) -> None:
+    """C-LOOP-08: at a loop_unroll index the view must cover what one index stands for."""
+    for axis, offset in enumerate(offsets):
+        loop = offset.loop if isinstance(offset, SymbolicScalar) else None
+        if loop is not None and loop.rows_per_index is not None and shape[axis] != loop.rows_per_index:
+            violation("C-LOOP-08", f"view of {input.name!r} at {offset.expr}={offset.value} ({loop.name}) spans "
+                                   f"{shape[axis]} on axis {axis}, but each index of that loop covers "
+                                   f"{loop.rows_per_index}; size the view with the unroll factor")
 
 
 def _note_read(t: Tensor, region, how: str) -> None:
