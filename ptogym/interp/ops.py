@@ -48,7 +48,8 @@ _checked: set = set()  # (tile, profile, operand signature) already proven valid
 
 
 def _static(t: Tensor) -> tuple:
-    return tuple(value_of(d) for d in t._shape)
+    """The static shape's concrete values (hot: every op's checks start here)."""
+    return tuple(d if type(d) is int else value_of(d) for d in t._shape)
 
 
 def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
@@ -65,7 +66,7 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
     check_dynamic_outside_loop(op, *tensors)
     tile = runtime.current().vec_tile
-    signature = (op, tile, platform.profile.npuarch, tuple((_static(t), t.dtype.name) for t in tensors))
+    signature = (op, tile, platform.profile, tuple((_static(t), t.dtype) for t in tensors))
     if signature in _checked:
         return
     if tile is None:
