@@ -267,6 +267,21 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim):
 
 
 @needs_pypto
+def test_tuned_schedule_numbers_under_pypto_interpreter(sim):
+    """level1 (128 rows) runs two ladder sizes of the default wave schedule; pypto's own
+    interpreter must reproduce the golden with it, not only our interpreter."""
+    from ptogym.verify.cases import load_cases
+    from ptogym.verify.runner import run_case
+    from ptogym.ops import get_op
+
+    spec = get_op("inplace_add_rms_norm")
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "level1")
+    result = run_case(spec, case, sim)
+    assert result.launch.outputs_valid and result.launch.tasks == 80
+    assert result.status == "PASS", result.report(verbose=True)
+
+
+@needs_pypto
 def test_run_cli_keep_artifacts_prints_where(tmp_path):
     """``ptogym run ... --backend pypto-sim --keep-artifacts`` passes and keeps the
     Perfetto trace and swimlane json where it says."""
