@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,25 +25,14 @@ MINIMAL_LEVEL = {"id": "level1", "description": "required fields only", "seed": 
 DOCUMENT = {"op": "fake_norm", "required_levels": ["level0", "level1"], "levels": [LEVEL, MINIMAL_LEVEL]}
 
 
-@dataclass(frozen=True)
-class FileSpec(OpSpec):
-    """An OpSpec whose case file is wherever the test put it."""
-
-    case_file: Path | None = None
-
-    @property
-    def cases_path(self) -> Path:
-        return self.case_file
-
-
 def last_dim_is_256(case: Case) -> list[str]:
     return [f"{name}: last dimension must be 256" for name, spec in case.inputs.items() if spec.shape[-1:] != (256,)]
 
 
-def make_spec(case_file: Path, **overrides) -> FileSpec:
+def make_spec(case_file: Path, **overrides) -> OpSpec:
     fields = dict(name="fake_norm", description="fake", make_inputs=None, golden=None, run=None,
-                  check_case=last_dim_is_256, hbm_bytes=None, input_names=("x", "gamma"), case_file=case_file)
-    return FileSpec(**{**fields, **overrides})
+                  check_case=last_dim_is_256, hbm_bytes=None, input_names=("x", "gamma"), cases_file=case_file)
+    return OpSpec(**{**fields, **overrides})
 
 
 def write(tmp_path: Path, document, name: str = "cases.json") -> Path:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,17 +22,6 @@ def level(level_id, shape, tags=()):
 
 CASES = {"op": "fake_add", "required_levels": ["level0"],
          "levels": [level("level0", [4, 8], ["quick"]), level("level1", [16, 8])]}
-
-
-@dataclass(frozen=True)
-class FakeSpec(OpSpec):
-    """OpSpec reading its cases from a test's tmp_path."""
-
-    case_file: Path | None = None
-
-    @property
-    def cases_path(self) -> Path:
-        return self.case_file
 
 
 def make_inputs(case, generator, device):
@@ -80,7 +67,7 @@ class OfflineBackend(FakeBackend):
 @pytest.fixture
 def install_op(tmp_path, monkeypatch):
     """install_op(run, name=..., cases=...) registers a fake operator in place of the real registry."""
-    registry: dict[str, FakeSpec] = {}
+    registry: dict[str, OpSpec] = {}
 
     def get_op(name):
         if name not in registry:
@@ -94,8 +81,8 @@ def install_op(tmp_path, monkeypatch):
         case_file.write_text(json.dumps({**cases, "op": name}))
         spec_fields = dict(name=name, description=f"{name}: elementwise add, scaled", make_inputs=make_inputs,
                            golden=golden, run=run, check_case=lambda case: [], hbm_bytes=lambda case: 0,
-                           input_names=("a", "b"), case_file=case_file)
-        registry[name] = FakeSpec(**{**spec_fields, **fields})
+                           input_names=("a", "b"), cases_file=case_file)
+        registry[name] = OpSpec(**{**spec_fields, **fields})
         monkeypatch.setattr(ops, "OP_NAMES", tuple(registry))
         return registry[name]
 

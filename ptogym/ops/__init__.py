@@ -38,10 +38,11 @@ class OpSpec:
     input_names: tuple = ()
     required_levels: tuple = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    cases_file: Path | None = None  # default: ptogym/ops/<name>/cases.json
 
     @property
     def cases_path(self) -> Path:
-        return OPS_DIR / self.name / "cases.json"
+        return self.cases_file or OPS_DIR / self.name / "cases.json"
 
 
 def get_op(name: str) -> OpSpec:
