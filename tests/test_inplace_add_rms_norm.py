@@ -174,3 +174,25 @@ def test_bad_device_is_rejected():
         with pytest.raises(ValueError, match="x2: device"):
             inplace_add_rms_norm(x1, meta, gamma)
         assert torch.equal(x1, make((2, 4, 256), torch.bfloat16)[0])
+
+
+def test_case_files_are_checked_with_the_same_rules_as_calls():
+    import dataclasses
+
+    from ptogym.ops import get_op
+    from ptogym.verify.cases import TensorSpec, load_cases
+
+    spec = get_op("inplace_add_rms_norm")
+    case = load_cases(spec.cases_path, spec)[0]
+    assert spec.check_case(case) == []
+    bad = dataclasses.replace(case, attrs={"eps": 0}, inputs={
+        "x1": TensorSpec((2, 100), torch.bfloat16), "x2": TensorSpec((2, 100), torch.float16),
+        "gamma": TensorSpec((99,), torch.bfloat16)})
+    problems = spec.check_case(bad)
+    assert problems == ["x2: dtype torch.float16 must equal x1's dtype torch.bfloat16",
+                        "gamma: shape [99] must be [H] = [100]",
+                        "x1: row of H=100 x 2 B = 200 B must be a multiple of 32 B (vector tiles are 32-byte aligned)",
+                        "eps: must be a finite number > 0, got 0"]
+    with pytest.raises(TypeError, match=problems[0].split(":")[0]):  # a call fails on the first one
+        inplace_add_rms_norm(torch.zeros(2, 100, dtype=torch.bfloat16), torch.zeros(2, 100, dtype=torch.float16),
+                             torch.zeros(99, dtype=torch.bfloat16), 0)

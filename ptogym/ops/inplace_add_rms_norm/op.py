@@ -27,42 +27,50 @@ ALIGN_BYTES = 32
 INT32_MAX = 2**31 - 1
 
 
+def shape_rule_violations(x1, x2, gamma, eps) -> list[tuple[type, str]]:
+    """The dtype, shape and eps rules, as (exception type, message) pairs, for anything
+    with ``.shape`` and ``.dtype``: the caller's tensors or a case's declared inputs."""
+    if x1.dtype not in SUPPORTED_DTYPES:
+        return [(TypeError, f"x1: dtype {x1.dtype} unsupported; use one of {list(SUPPORTED_DTYPES)}")]
+    problems = [(TypeError, f"{name}: dtype {t.dtype} must equal x1's dtype {x1.dtype}")
+                for name, t in (("x2", x2), ("gamma", gamma)) if t.dtype != x1.dtype]
+    shape = tuple(x1.shape)
+    if len(shape) < 2:
+        return problems + [(ValueError, f"x1: needs at least 2 dims [..., H], got shape {list(shape)}")]
+    if tuple(x2.shape) != shape:
+        problems.append((ValueError, f"x2: shape {list(x2.shape)} must equal x1's shape {list(shape)}"))
+    hidden = shape[-1]
+    if tuple(gamma.shape) != (hidden,):
+        problems.append((ValueError, f"gamma: shape {list(gamma.shape)} must be [H] = [{hidden}]"))
+    element = torch.empty((), dtype=x1.dtype).element_size()
+    if hidden * element % ALIGN_BYTES:
+        problems.append((ValueError, f"x1: row of H={hidden} x {element} B = {hidden * element} B must be a "
+                                     f"multiple of {ALIGN_BYTES} B (vector tiles are 32-byte aligned)"))
+    if hidden > kernel.MAX_HIDDEN:
+        problems.append((ValueError, f"x1: H={hidden} > {kernel.MAX_HIDDEN}: one fp32 row must fit pypto.sum's "
+                                     f"{kernel.SUM_BUFFER_BYTES} B reduction buffer"))
+    if math.prod(shape) > INT32_MAX:
+        problems.append((ValueError, f"x1: {math.prod(shape)} elements > {INT32_MAX}; PyPTO shapes are int32-sized"))
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        problems.append((ValueError, f"eps: must be a finite number > 0, got {eps!r}"))
+    return problems
+
+
 def validate(x1, x2, gamma, eps) -> None:
     """Raise TypeError/ValueError naming the argument and the rule; writes nothing."""
     for name, t in (("x1", x1), ("x2", x2), ("gamma", gamma)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if x1.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"x1: dtype {x1.dtype} unsupported; use one of {list(SUPPORTED_DTYPES)}")
-    for name, t in (("x2", x2), ("gamma", gamma)):
-        if t.dtype != x1.dtype:
-            raise TypeError(f"{name}: dtype {t.dtype} must equal x1's dtype {x1.dtype}")
-    if x1.dim() < 2:
-        raise ValueError(f"x1: needs at least 2 dims [..., H], got shape {list(x1.shape)}")
-    if x2.shape != x1.shape:
-        raise ValueError(f"x2: shape {list(x2.shape)} must equal x1's shape {list(x1.shape)}")
-    hidden = x1.shape[-1]
-    if gamma.shape != (hidden,):
-        raise ValueError(f"gamma: shape {list(gamma.shape)} must be [H] = [{hidden}]")
+    for error, message in shape_rule_violations(x1, x2, gamma, eps)[:1]:
+        raise error(message)
     for name, t in (("x2", x2), ("gamma", gamma)):
         if t.device != x1.device:
             raise ValueError(f"{name}: device {t.device} must equal x1's device {x1.device}")
     for name, t in (("x1", x1), ("x2", x2), ("gamma", gamma)):
         if not t.is_contiguous():
             raise ValueError(f"{name}: must be contiguous (strides {t.stride()}); the op writes in place")
-    row_bytes = hidden * x1.element_size()
-    if row_bytes % ALIGN_BYTES:
-        raise ValueError(f"x1: row of H={hidden} x {x1.element_size()} B = {row_bytes} B must be a multiple of "
-                         f"{ALIGN_BYTES} B (vector tiles are 32-byte aligned)")
-    if hidden > kernel.MAX_HIDDEN:
-        raise ValueError(f"x1: H={hidden} > {kernel.MAX_HIDDEN}: one fp32 row must fit pypto.sum's "
-                         f"{kernel.SUM_BUFFER_BYTES} B reduction buffer")
-    if x1.numel() > INT32_MAX:
-        raise ValueError(f"x1: {x1.numel()} elements > {INT32_MAX}; PyPTO shapes are int32-sized")
     if x1.numel() and _overlap(x1, x2):
         raise ValueError("x2: shares memory with x1; the two in-place outputs need separate buffers")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps: must be a finite number > 0, got {eps!r}")
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -134,37 +142,19 @@ def _run(inputs, attrs, backend, variant=None):
 
 
 def _check_case(case) -> list[str]:
-    """The shape/dtype rules of ``validate`` applied to a case's declared inputs."""
-    problems = []
+    """``validate``'s dtype, shape and eps rules applied to a case's declared inputs."""
     names = set(case.inputs)
     if names != {"x1", "x2", "gamma"}:
         return [f"inputs must be exactly x1, x2, gamma; got {sorted(names)}"]
-    x1, x2, gamma = (case.inputs[n] for n in ("x1", "x2", "gamma"))
-    if x1.dtype not in SUPPORTED_DTYPES:
-        problems.append(f"inputs.x1.dtype: {x1.dtype} unsupported")
-    if x2.dtype != x1.dtype or gamma.dtype != x1.dtype:
-        problems.append("inputs.*.dtype: x1, x2 and gamma must share one dtype")
-    if len(x1.shape) < 2 or tuple(x2.shape) != tuple(x1.shape):
-        problems.append(f"inputs.x2.shape: {list(x2.shape)} must equal x1 {list(x1.shape)} (rank >= 2)")
-        return problems
-    hidden = x1.shape[-1]
-    if tuple(gamma.shape) != (hidden,):
-        problems.append(f"inputs.gamma.shape: {list(gamma.shape)} must be [{hidden}]")
-    element = torch.tensor([], dtype=x1.dtype).element_size()
-    if (hidden * element) % ALIGN_BYTES:
-        problems.append(f"inputs.x1.shape: H={hidden} rows are not {ALIGN_BYTES}-byte aligned for {x1.dtype}")
-    if hidden > kernel.MAX_HIDDEN:
-        problems.append(f"inputs.x1.shape: H={hidden} > {kernel.MAX_HIDDEN}")
-    if not case.attrs.get("eps", 1e-6) > 0:
-        problems.append("attrs.eps: must be > 0")
-    return problems
+    inputs = (case.inputs[n] for n in ("x1", "x2", "gamma"))
+    return [message for _, message in shape_rule_violations(*inputs, case.attrs.get("eps", 1e-6))]
 
 
 def hbm_bytes(case, copy_back: bool = False) -> int:
     """Bytes the kernel must move: read x1, x2, gamma; write y, x_add, rstd.
     ``copy_back`` adds upstream's staging: two extra [rows, H] copies (read + write)."""
     x1 = case.inputs["x1"]
-    element = torch.tensor([], dtype=x1.dtype).element_size()
+    element = torch.empty((), dtype=x1.dtype).element_size()
     hidden = x1.shape[-1]
     rows = math.prod(x1.shape[:-1])
     moved = (4 * rows * hidden + hidden + rows) * element
