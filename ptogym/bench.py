@@ -18,11 +18,11 @@ import statistics
 import sys
 import time
 
-import torch
 
 from ptogym.backends import BackendUnavailable, add_cli_options, configure_from_cli, get_backend
 from ptogym.ops import OP_NAMES, get_op
 from ptogym.verify.cases import load_cases
+from ptogym.verify.runner import make_case_inputs
 
 
 def _median_wall(fn, prepare, repeat: int) -> float:
@@ -40,7 +40,7 @@ def _fresh(inputs):
 
 
 def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
-    inputs = _inputs(spec, case)
+    inputs = make_case_inputs(spec, case)
     interp = get_backend("interp")
     row = {"op": spec.name, "level": case.id, "shapes": {k: list(v.shape) for k, v in case.inputs.items()},
            "hbm_bytes": spec.hbm_bytes(case)}
@@ -54,17 +54,13 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
     return row
 
 
-def _inputs(spec, case):
-    return spec.make_inputs(case, torch.Generator().manual_seed(case.seed), "cpu")
-
-
 def _simulate(op_name: str, case_id: str) -> dict:
     """Cost-model figures for the default kernel and every declared variant."""
     from ptogym.backends._pypto_runtime import platform_model
 
     spec = get_op(op_name)
     case = next(c for c in load_cases(spec.cases_path, spec) if c.id == case_id)
-    inputs = _inputs(spec, case)
+    inputs = make_case_inputs(spec, case)
     hbm_bytes = spec.hbm_bytes(case)
     sim = get_backend("pypto-sim")
     sim.max_compute_elements = 0  # the cost model alone: numbers are the runner's business

@@ -246,11 +246,12 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim):
     from ptogym.verify.compare import detailed_tensor_compare
 
     from ptogym.verify.cases import load_cases
+    from ptogym.verify.runner import make_case_inputs
 
     spec = get_op(op_name)
     case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "level0")
 
-    inputs = spec.make_inputs(case, torch.Generator().manual_seed(case.seed), "cpu")
+    inputs = make_case_inputs(spec, case)
     expected, _ = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, InterpBackend())
     actual, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim)
     assert report.backend == "pypto-sim"

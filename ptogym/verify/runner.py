@@ -143,12 +143,16 @@ def _checked_run_return(value: Any) -> tuple[dict, LaunchReport]:
     return value
 
 
+def make_case_inputs(spec, case: Case, device="cpu") -> dict:
+    """The case's inputs, deterministic from its seed (the runner, bench and tests share them)."""
+    return spec.make_inputs(case, torch.Generator().manual_seed(case.seed), device)
+
+
 def run_case(spec, case: Case, backend) -> CaseResult:
     """Run one case end to end; never raises - failures become the result's status."""
     result = CaseResult(op=spec.name, case=case)
-    generator = torch.Generator().manual_seed(case.seed)
     try:
-        inputs = _timed_stage(result, "make_inputs", lambda: spec.make_inputs(case, generator, backend.device))
+        inputs = _timed_stage(result, "make_inputs", lambda: make_case_inputs(spec, case, backend.device))
         expected = _timed_stage(result, "golden",
                                 lambda: spec.golden({k: v.clone() for k, v in inputs.items()}, case.attrs))
         actual, result.launch = _timed_stage(
