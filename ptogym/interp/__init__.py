@@ -20,8 +20,7 @@ from .dtypes import *  # noqa: F401,F403
 from .dtypes import DataType, bytes_of  # noqa: F401
 from .frontend import (DYN, DYNAMIC, STATIC, RunMode, StatusType, is_loop_begin, is_loop_end,  # noqa: F401
                        loop, loop_unroll)
-from .ops import *  # noqa: F401,F403
-from .ops import CastMode, Element, SaturationMode, max, min, round, sum, pow, abs  # noqa: F401
+from .ops import *  # noqa: F401,F403 (ops.__all__ includes sum/max/min/abs/round/pow)
 from .platform import platform, set_platform  # noqa: F401
 from .symbolic import SymbolicScalar, ceildiv  # noqa: F401
 from .tensor import Tensor, assemble, reshape, view  # noqa: F401

@@ -1,0 +1,138 @@
+"""What every op family shares: the ``Element`` scalar, operand handling (scalars,
+broadcasting, binary/unary application) and the vector-tile checks (C-LOOP-01,
+C-TILE-02/03/06/08) each op runs over its operands and result."""
+from __future__ import annotations
+
+import builtins
+import math
+
+from .. import runtime
+from ..checks import violation
+from ..dtypes import DataType
+from ..platform import platform
+from ..symbolic import SymbolicScalar, value_of
+from ..tensor import Tensor, note_operand, wrap
+
+
+class Element:
+    """``pypto.Element(dtype, value)``: a scalar with an explicit dtype."""
+
+    def __init__(self, dtype: DataType, data):
+        self.dtype, self.data = dtype, data
+
+    def __repr__(self) -> str:
+        return f"Element({self.dtype}, {self.data})"
+
+
+# --- tile checks ---------------------------------------------------------------------
+_checked: set = set()  # (tile, profile, operand signature) already proven valid
+
+
+def _static(t: Tensor) -> tuple:
+    """The static shape's concrete values (hot: every op's checks start here)."""
+    return tuple(d if type(d) is int else value_of(d) for d in t._shape)
+
+
+def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
+    """C-LOOP-01: pypto cannot build a whole-tensor op over a dynamic dim outside a loop."""
+    if runtime.current().loop_depth == 0 and runtime.in_kernel():
+        for t in tensors:
+            dynamic = [d for d in t._shape if isinstance(d, SymbolicScalar)]
+            if dynamic:
+                violation("C-LOOP-01", f"pypto.{op} on {t.name or 'tensor'} {t._shape} with dynamic dim "
+                                       f"{dynamic[0].expr} outside any pypto.loop")
+
+
+def check_vector_tiles(op: str, *tensors: Tensor) -> None:
+    """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
+    check_dynamic_outside_loop(op, *tensors)
+    tile = runtime.current().vec_tile
+    signature = (op, tile, platform.profile, tuple((_static(t), t.dtype) for t in tensors))
+    if signature in _checked:
+        return
+    if tile is None:
+        violation("C-TILE-06", f"pypto.{op} before any pypto.set_vec_tile_shapes")
+        return
+    total, valid = 0, True
+    for t in tensors:
+        shape = _static(t)
+        if len(tile) != len(shape):
+            valid = False
+            violation("C-TILE-08", f"pypto.{op}: vec tile {list(tile)} (rank {len(tile)}) on {t.name or 'tensor'} "
+                                   f"{list(shape)} (rank {len(shape)}); set a rank-{len(shape)} tile")
+            continue
+        effective = [builtins.min(a, b) for a, b in zip(tile, shape)]
+        nbytes = t.dtype.nbytes
+        last = effective[-1]
+        if last > 1 and (last * nbytes) % platform.profile.ub_block_bytes:
+            valid = False
+            violation("C-TILE-02", f"pypto.{op}: tile last dim {last} x {nbytes} B ({t.dtype}) = {last * nbytes} B "
+                                   f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
+                                   f"tensor {list(shape)})")
+        total += math.prod(effective) * nbytes
+    if total > platform.profile.ub_bytes:
+        valid = False
+        violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "
+                               f"{platform.profile.ub_bytes} B on {platform.profile.npuarch} (vec tile {list(tile)}, "
+                               f"shapes {[list(_static(t)) for t in tensors]})")
+    if valid:  # a violation let through by lenient() must still be reported in strict mode
+        _checked.add(signature)
+
+
+# --- operand handling ----------------------------------------------------------------
+def _scalar(x):
+    if isinstance(x, Element):
+        return x.data
+    if isinstance(x, SymbolicScalar):
+        return x.value
+    return x
+
+
+def _broadcast(op: str, a: Tensor, b: Tensor):
+    """Data of two operands with equal rank, trimmed to their common valid extent."""
+    if a.dim() != b.dim():
+        violation("C-API-03", f"pypto.{op}: rank {a.dim()} {list(_static(a))} vs rank {b.dim()} {list(_static(b))}")
+    sa, sb = _static(a), _static(b)
+    for x, y in zip(sa, sb):
+        if x != y and x != 1 and y != 1:
+            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
+    da, db = a.data, b.data
+    if da.shape != db.shape:
+        common = [builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
+                  for x, y, p, q in zip(da.shape, db.shape, sa, sb)]
+        da = da[tuple(slice(0, c if p != 1 else 1) for c, p in zip(common, sa))]
+        db = db[tuple(slice(0, c if q != 1 else 1) for c, q in zip(common, sb))]
+    shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
+    return da, db, shape
+
+
+def _binary(op: str, fn, input, other, *, result_dtype=None):
+    if not isinstance(input, Tensor):
+        input, other = other, input
+        fn_ = fn
+        fn = lambda x, y: fn_(y, x)  # noqa: E731 - keep operand order for scalar-first calls
+    note_operand(input)
+    if isinstance(other, Tensor):
+        note_operand(other)
+        if other.dtype is not input.dtype:
+            violation("C-API-01", f"pypto.{op}: {input.dtype} {list(_static(input))} with {other.dtype} "
+                                  f"{list(_static(other))}; cast one side first")
+        a, b, shape = _broadcast(op, input, other)
+        out_dtype = result_dtype or input.dtype
+        result = wrap(fn(a, b), out_dtype, shape)
+        check_vector_tiles(op, input, other, result)
+    else:
+        if isinstance(other, Element) and other.dtype is not input.dtype:
+            violation("C-API-01", f"pypto.{op}: {input.dtype} tensor with Element of {other.dtype}")
+        result = wrap(fn(input.data, _scalar(other)), result_dtype or input.dtype, list(input._shape))
+        check_vector_tiles(op, input, result)
+    if result.data.dtype != result.dtype.torch:
+        result.data = result.data.to(result.dtype.torch)
+    return result
+
+
+def _unary(op: str, fn, input: Tensor) -> Tensor:
+    note_operand(input)
+    result = wrap(fn(input.data), input.dtype, list(input._shape))
+    check_vector_tiles(op, input, result)
+    return result

@@ -1,0 +1,126 @@
+"""Elementwise ops: binary arithmetic, comparisons, unary math, ``where``, ``softmax``.
+Each tile runs as one torch op in its declared dtype (bf16/fp16 rounded per op)."""
+from __future__ import annotations
+
+import builtins
+
+import torch
+
+from ..checks import violation
+from ..dtypes import DT_BOOL
+from ..symbolic import value_of
+from ..tensor import Tensor, note_operand, wrap
+from ._common import _binary, _scalar, _unary, check_vector_tiles
+
+
+def add(input, other, *, alpha=1):
+    return _binary("add", (lambda a, b: a + b) if alpha == 1 else (lambda a, b: a + b * alpha), input, other)
+
+
+def sub(input, other, *, alpha=1):
+    return _binary("sub", (lambda a, b: a - b) if alpha == 1 else (lambda a, b: a - b * alpha), input, other)
+
+
+def mul(input, other):
+    return _binary("mul", lambda a, b: a * b, input, other)
+
+
+def div(input, other):
+    return _binary("div", lambda a, b: a / b, input, other)
+
+
+def pow(input, other):
+    return _binary("pow", torch.pow, input, other)
+
+
+def maximum(input, other):
+    return _binary("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype, device=a.device)),
+                   input, other)
+
+
+def minimum(input, other):
+    return _binary("minimum", lambda a, b: torch.minimum(a, torch.as_tensor(b, dtype=a.dtype, device=a.device)),
+                   input, other)
+
+
+def fmod(input, other):
+    return _binary("fmod", torch.fmod, input, other)
+
+
+def remainder(input, other):
+    return _binary("remainder", torch.remainder, input, other)
+
+
+def _compare(op: str, fn):
+    def compare(input, other):
+        return _binary(op, fn, input, other, result_dtype=DT_BOOL)
+    compare.__name__ = op
+    return compare
+
+
+eq = _compare("eq", torch.eq)
+ne = _compare("ne", torch.ne)
+lt = _compare("lt", torch.lt)
+le = _compare("le", torch.le)
+gt = _compare("gt", torch.gt)
+ge = _compare("ge", torch.ge)
+greater = gt
+
+
+def _unary_op(op: str, fn):
+    def unary(input):
+        return _unary(op, fn, input)
+    unary.__name__ = op
+    return unary
+
+
+exp = _unary_op("exp", torch.exp)
+exp2 = _unary_op("exp2", torch.exp2)
+expm1 = _unary_op("expm1", torch.expm1)
+log = _unary_op("log", torch.log)
+log2 = _unary_op("log2", torch.log2)
+log10 = _unary_op("log10", torch.log10)
+log1p = _unary_op("log1p", torch.log1p)
+sqrt = _unary_op("sqrt", torch.sqrt)
+rsqrt = _unary_op("rsqrt", torch.rsqrt)
+reciprocal = _unary_op("reciprocal", torch.reciprocal)
+abs = _unary_op("abs", torch.abs)
+neg = _unary_op("neg", torch.neg)
+relu = _unary_op("relu", torch.relu)
+sigmoid = _unary_op("sigmoid", torch.sigmoid)
+sin = _unary_op("sin", torch.sin)
+cos = _unary_op("cos", torch.cos)
+ceil = _unary_op("ceil", torch.ceil)
+floor = _unary_op("floor", torch.floor)
+trunc = _unary_op("trunc", torch.trunc)
+sign = _unary_op("sign", torch.sign)
+logical_not = _unary_op("logical_not", torch.logical_not)
+clone = _unary_op("clone", torch.clone)
+
+
+def round(input, decimals: int = 0):
+    return _unary("round", lambda d: torch.round(d, decimals=decimals), input)
+
+
+def clip(input, min=None, max=None):
+    return _unary("clip", lambda d: torch.clamp(d, _scalar(min), _scalar(max)), input)
+
+
+def where(condition: Tensor, input, other) -> Tensor:
+    note_operand(condition)
+    if condition.dtype is not DT_BOOL:
+        violation("C-API-06", f"pypto.where: condition is {condition.dtype}, needs DT_BOOL")
+    ref = input if isinstance(input, Tensor) else other
+    values = [x.data if isinstance(x, Tensor) else _scalar(x) for x in (input, other)]
+    if all(isinstance(x, Tensor) for x in (input, other)) and input.dtype is not other.dtype:
+        violation("C-API-01", f"pypto.where: {input.dtype} vs {other.dtype}")
+    if not isinstance(ref, Tensor):
+        violation("C-API-06", "pypto.where needs at least one tensor value operand")
+    data = torch.where(condition.data, *values).to(ref.dtype.torch)
+    result = wrap(data, ref.dtype, [builtins.max(value_of(a), value_of(b)) for a, b in zip(condition._shape, ref._shape)])
+    check_vector_tiles("where", condition, result)
+    return result
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    return _unary("softmax", lambda d: torch.softmax(d, dim), input)

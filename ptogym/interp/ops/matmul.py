@@ -1,0 +1,110 @@
+"""Cube ops: ``matmul`` (fp32 accumulation, int8 -> int32 exact) and the block-scaled
+fp8 ``scaled_mm``, with the cube tile checks (C-TILE-05/06, C-API-02)."""
+from __future__ import annotations
+
+import torch
+
+from .. import runtime
+from ..checks import violation
+from ..dtypes import DataType
+from ..platform import platform
+from ..tensor import Tensor, note_operand, wrap
+
+
+_MATMUL_OUT = {
+    "DT_FP16": ("DT_FP16", "DT_BF16", "DT_FP32"),
+    "DT_BF16": ("DT_FP16", "DT_BF16", "DT_FP32"),
+    "DT_FP32": ("DT_FP32",),
+    "DT_INT8": ("DT_INT32",),
+}
+
+
+def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
+    cube = runtime.current().cube_tile
+    if cube is None:
+        violation("C-TILE-06", f"pypto.{op} before any pypto.set_cube_tile_shapes")
+        return
+    (m0, m1), (k0, k1), (n0, n1), _ = cube
+    prof, nbytes = platform.profile, a.dtype.nbytes
+    needs = {"L0A": (m0 * k0 * nbytes, prof.l0a_bytes), "L0B": (k0 * n0 * nbytes, prof.l0b_bytes),
+             "L0C": (m0 * n0 * 4, prof.l0c_bytes), "L1": ((m1 * k1 + k1 * n1) * nbytes, prof.l1_bytes)}
+    for buffer, (need, have) in needs.items():
+        if need > have:
+            violation("C-TILE-05", f"pypto.{op}: cube tile m{[m0, m1]} k{[k0, k1]} n{[n0, n1]} with {a.dtype} needs "
+                                   f"{need} B of {buffer} > {have} B")
+
+
+def _matmul_operands(op: str, input: Tensor, mat2: Tensor, out_dtype: DataType, a_trans: bool, b_trans: bool):
+    note_operand(input)
+    note_operand(mat2)
+    allowed = _MATMUL_OUT.get(input.dtype.name, ())
+    if input.dtype is not mat2.dtype or out_dtype.name not in allowed:
+        violation("C-API-02", f"pypto.{op}: {input.dtype} x {mat2.dtype} -> {out_dtype}; pairs allowed: "
+                              f"{ {k: list(v) for k, v in _MATMUL_OUT.items()} } (same dtype on both sides)")
+    if input.dim() not in (2, 3) or mat2.dim() not in (2, 3):
+        violation("C-API-06", f"pypto.{op}: operands must be 2-D or batched 3-D, got {input.dim()}-D x {mat2.dim()}-D")
+    a = input.data.transpose(-1, -2) if a_trans else input.data
+    b = mat2.data.transpose(-1, -2) if b_trans else mat2.data
+    if a.shape[-1] != b.shape[-2]:
+        violation("C-API-06", f"pypto.{op}: inner dims differ: {list(a.shape)} x {list(b.shape)} "
+                              f"(a_trans={a_trans}, b_trans={b_trans})")
+    _check_cube(op, input, mat2, a.shape[-2], a.shape[-1], b.shape[-1])
+    return a, b
+
+
+def _static_mm_shape(input: Tensor, mat2: Tensor, a_trans: bool, b_trans: bool) -> list:
+    sa, sb = list(input._shape), list(mat2._shape)
+    m = sa[-1] if a_trans else sa[-2]
+    n = sb[-2] if b_trans else sb[-1]
+    batch = sa[:-2] if len(sa) > 2 else sb[:-2]
+    return batch + [m, n]
+
+
+def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b_trans=False,
+           c_matrix_nz=False, extend_params=None) -> Tensor:
+    """Cube matmul: fp16/bf16/fp32 accumulate in fp32 and round once to out_dtype;
+    int8 x int8 accumulates exactly into int32."""
+    a, b = _matmul_operands("matmul", input, mat2, out_dtype, a_trans, b_trans)
+    if input.dtype.is_int:
+        acc = torch.matmul(a.to(torch.float64), b.to(torch.float64))
+    else:
+        acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+    return wrap(acc.to(out_dtype.torch), out_dtype, _static_mm_shape(input, mat2, a_trans, b_trans))
+
+
+def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor, scale_b: Tensor, *,
+              a_trans=False, b_trans=False, scale_a_trans=False, scale_b_trans=False, c_matrix_nz=False,
+              extend_params=None) -> Tensor:
+    """Block-scaled fp8 matmul (MX style): each scale covers K / scale_k consecutive
+    elements along K of its row (A) or column (B); products accumulate in fp32."""
+    for t in (mat_a, mat_b, scale_a, scale_b):
+        note_operand(t)
+    if not mat_a.dtype.name.startswith("DT_FP8") or mat_a.dtype is not mat_b.dtype:
+        violation("C-API-02", f"pypto.scaled_mm: {mat_a.dtype} x {mat_b.dtype}; needs one fp8 type on both sides")
+    a = (mat_a.data.transpose(-1, -2) if a_trans else mat_a.data).to(torch.float32)  # [M, K]
+    b = (mat_b.data.transpose(-1, -2) if b_trans else mat_b.data).to(torch.float32)  # [K, N]
+    sa = _scale_matrix(scale_a.data, scale_a_trans, for_a=True)  # [M, K/g]
+    sb = _scale_matrix(scale_b.data, scale_b_trans, for_a=False)  # [K/g, N]
+    k = a.shape[-1]
+    if k % sa.shape[-1] or k % sb.shape[-2]:
+        violation("C-API-06", f"pypto.scaled_mm: K={k} not divisible by scale blocks {list(sa.shape)}, {list(sb.shape)}")
+    a = a * sa.repeat_interleave(k // sa.shape[-1], dim=-1)
+    b = b * sb.repeat_interleave(k // sb.shape[-2], dim=-2)
+    _check_cube("scaled_mm", mat_a, mat_b, a.shape[-2], k, b.shape[-1])
+    out = torch.matmul(a, b).to(out_dtype.torch)
+    return wrap(out, out_dtype, _static_mm_shape(mat_a, mat_b, a_trans, b_trans))
+
+
+def _scale_matrix(scale: torch.Tensor, trans: bool, for_a: bool) -> torch.Tensor:
+    """Block scales as [M, K/g] (A) or [K/g, N] (B).  pypto's layout is 3-D: scale_a
+    [M, K/64, 2], scale_b [K/64, N, 2] (``*_trans`` swaps the first two axes), the
+    K/32 entries each covering 32 consecutive K elements; 2-D scales are taken as
+    [M, K/g] / [K/g, N] (transposed with ``*_trans``)."""
+    s = scale.to(torch.float32)
+    if s.dim() != 3:
+        return s.transpose(-1, -2) if trans else s
+    if trans:
+        s = s.transpose(0, 1)
+    if for_a:
+        return s.reshape(s.shape[0], -1)
+    return s.permute(0, 2, 1).reshape(-1, s.shape[1])

@@ -1,0 +1,72 @@
+"""Reductions along one axis: ``sum`` (FP32 only, reduction-buffer check), ``amax``,
+``amin``, ``prod``, and ``max``/``min`` that also take two runtime integers."""
+from __future__ import annotations
+
+import builtins
+import math
+
+import torch
+
+from .. import runtime
+from ..checks import violation
+from ..dtypes import DT_FP32
+from ..platform import platform
+from ..symbolic import sym_max, sym_min, value_of
+from ..tensor import Tensor, note_operand, wrap
+from ._common import _static, check_vector_tiles
+
+
+def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
+    note_operand(input)
+    rank = input.dim()
+    if not -rank <= dim < rank:
+        violation("C-API-06", f"pypto.{op}: dim {dim} out of range for rank {rank}")
+    axis = dim % rank
+    shape = list(input._shape)
+    if keepdim:
+        shape[axis] = 1
+    else:
+        del shape[axis]
+    result = wrap(fn(input.data, axis, keepdim), input.dtype, shape)
+    check_vector_tiles(op, input)
+    return result
+
+
+def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    """Sum along dim.  Only DT_FP32 (C-API-05); the input tile must fit the reduction
+    buffer (C-TILE-04)."""
+    if input.dtype is not DT_FP32:
+        violation("C-API-05", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
+    tile = runtime.current().vec_tile
+    if tile is not None and len(tile) == input.dim():
+        effective = [builtins.min(a, value_of(b)) for a, b in zip(tile, input._shape)]
+        nbytes = math.prod(effective) * input.dtype.nbytes
+        if nbytes > platform.profile.sum_buffer_bytes:
+            violation("C-TILE-04", f"pypto.sum input tile {effective} x {input.dtype.nbytes} B = {nbytes} B > "
+                                   f"{platform.profile.sum_buffer_bytes} B reduction buffer")
+    return _reduce("sum", lambda d, a, k: torch.sum(d, a, keepdim=k), input, dim, keepdim)
+
+
+def amax(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    return _reduce("amax", lambda d, a, k: torch.amax(d, a, keepdim=k), input, dim, keepdim)
+
+
+def amin(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    return _reduce("amin", lambda d, a, k: torch.amin(d, a, keepdim=k), input, dim, keepdim)
+
+
+def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
+    return _reduce("prod", lambda d, a, k: torch.prod(d, a, keepdim=k, dtype=d.dtype), input, dim, keepdim)
+
+
+def max(a, b=-1, keepdim: bool = False):
+    """``pypto.max``: of two runtime integers; on a tensor, the max along dim ``b``."""
+    if isinstance(a, Tensor):
+        return amax(a, b, keepdim)
+    return sym_max(a, b)
+
+
+def min(a, b=-1, keepdim: bool = False):
+    if isinstance(a, Tensor):
+        return amin(a, b, keepdim)
+    return sym_min(a, b)
