@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "compare": "ptogym.verify.compare",
     "bench": "ptogym.bench",
     "interp": "ptogym.interp.launcher",
+    "lint": "ptogym.lint.cli",
 }
 
 

@@ -157,7 +157,7 @@ def build(pypto, *, hidden: int, dtype: str, schedule: str = "waves", ladder=WAV
 
         if waves:
             start = n_rows * 0  # first row of the current size's loop: a runtime value from the start
-            for size in sizes:
+            for size in sizes:  # ptogym: noqa OL57 a build-time tuple: pypto's parser unrolls for over a list/tuple
                 if size == 1:
                     count = n_rows - start
                 else:

@@ -1,0 +1,74 @@
+"""``ptogym lint PATH... [--select IDS] [--ignore IDS] [--stage N] [--fail-on S] [--json F] [--rules]``
+
+Prints one line per finding (file:line:col, rule, severity, message, fix), then one
+verdict line: ``[LINT_PASS]`` exit 0, ``[LINT_FAIL]`` exit 1 (a finding at or above
+--fail-on, default S1), ``[LINT_ERROR]`` exit 2 (missing path, unparsable file,
+unknown rule id).  ``--rules`` documents every rule and ends with ``[LINT_RULES]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from .engine import DEFAULT_STAGE, NOQA_RULE, NOQA_SEVERITY, NOQA_TITLE, lint_paths
+from .pypto_names import known_names
+from .rules import NOT_CHECKED, RULES, SEVERITIES
+
+
+def _ids(text: str | None) -> list[str] | None:
+    return None if text is None else [part.strip().upper() for part in text.split(",") if part.strip()]
+
+
+def rules_text() -> str:
+    lines = ["Severities: S0 fatal, S1 error, S2 warning, S3 info.  Stages: 4 design, 5 implementation, "
+             "6 structural verification, 7 tuning; a rule runs only at its stages (--stage, default "
+             f"{DEFAULT_STAGE}).", ""]
+    for rule in sorted(RULES.values(), key=lambda r: r.id):
+        stages = ",".join(map(str, rule.stages))
+        lines.append(f"{rule.id} {rule.severity} stages {stages:<11} {'/'.join(rule.targets):<16} {rule.title}")
+        lines.append(f"{'':>5}fix: {rule.fix}")
+    lines.append(f"{NOQA_RULE} {NOQA_SEVERITY} all stages       any              {NOQA_TITLE}")
+    lines += ["", f"OL55 name list: {known_names()[1]}.", "",
+              "Upstream ids not decided from the source here (they need other artefacts):"]
+    lines += [f"{rule_id} {reason}" for rule_id, reason in sorted(NOT_CHECKED.items())]
+    return "\n".join(lines)
+
+
+def _lint_command(args: argparse.Namespace) -> int:
+    if args.rules:
+        print(rules_text())
+        print(f"[LINT_RULES] {len(RULES) + 1} rules checked, {len(NOT_CHECKED)} upstream ids not decidable from source")
+        return 0
+    if not args.paths:
+        print("error: give at least one PATH (or --rules)")
+        print("[LINT_ERROR] no path")
+        return 2
+    try:
+        report = lint_paths(args.paths, _ids(args.select), _ids(args.ignore) or (), args.stage, args.fail_on.upper())
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError) as error:
+        print(f"error: {type(error).__name__}: {error}")
+        print("[LINT_ERROR] nothing linted")
+        return 2
+    for finding in report.findings:
+        print(finding)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(report.to_dict(), handle, indent=2)
+            handle.write("\n")
+    print(report.verdict())
+    return report.exit_code
+
+
+def add_cli(subparsers) -> None:
+    lint = subparsers.add_parser(
+        "lint", help="check kernels against the OLxx rules",
+        description="AST lint with upstream pypto-gym's OLxx ids; last line [LINT_PASS] (exit 0), "
+                    "[LINT_FAIL] (exit 1) or [LINT_ERROR] (exit 2).")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (*.py below them)")
+    lint.add_argument("--select", metavar="IDS", help="only these rules, comma-separated (e.g. OL02,OL55)")
+    lint.add_argument("--ignore", metavar="IDS", help="skip these rules, comma-separated")
+    lint.add_argument("--stage", type=int, default=DEFAULT_STAGE, help=f"development stage 1..7 (default {DEFAULT_STAGE})")
+    lint.add_argument("--fail-on", default="S1", help=f"lowest failing severity, one of {', '.join(SEVERITIES)} (default S1)")
+    lint.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
+    lint.add_argument("--rules", action="store_true", help="document every rule and exit")
+    lint.set_defaults(func=_lint_command)
