@@ -1,6 +1,6 @@
 """``ptogym`` command line: one sub-command per tool, each defined next to its code.
 
-    ptogym list | run | compare | bench | interp
+    ptogym list | run | compare | bench | interp | lint | new | stage | bisect
 """
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ SUBCOMMANDS = {
     "bench": "ptogym.bench",
     "interp": "ptogym.interp.launcher",
     "lint": "ptogym.lint.cli",
+    "new": "ptogym.workflow.scaffold",
+    "stage": "ptogym.workflow.stage",
+    "bisect": "ptogym.workflow.bisect",
 }
 
 

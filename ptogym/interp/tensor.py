@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import dtypes, runtime
+from . import dtypes, runtime, trace
 from .checks import violation
 from .symbolic import SymbolicScalar, value_of
 
@@ -113,7 +113,10 @@ def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
 
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
-    return Tensor(shape, dtype, _data=data)
+    result = Tensor(shape, dtype, _data=data)
+    if trace.recorder is not None:  # ptogym bisect is recording op results
+        trace.record(result)
+    return result
 
 
 def _parse_key(t: Tensor, key, allow_symbolic: bool):

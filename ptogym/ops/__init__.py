@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm",)
+# every sub-package with an op.py is an operator, so `ptogym new` needs no registration edit
+OP_NAMES = tuple(sorted(path.parent.name for path in OPS_DIR.glob("*/op.py")))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,139 @@
+"""An operator package on disk, by registry name or by path, and what the workflow
+tools need from it: its OpSpec, a case, the golden's boundary tensors and the
+cumulative staged files ``<op>_module1_impl.py``, ``<op>_module12_impl.py`` ...
+
+Packages outside ``ptogym/ops`` (a scaffold in a scratch directory, the worked
+example under ``examples/``) are imported from their path under a private module
+name, so the same tools serve both.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from ptogym import ops
+from ptogym.verify.cases import Case, load_cases
+from ptogym.verify.runner import make_case_inputs, select_cases
+
+from .probe import recording_probes
+
+_STAGED = re.compile(r"^(?P<op>.+)_module(?P<suffix>\d+)_impl\.py$")
+
+
+class WorkflowError(Exception):
+    """The tool cannot start or go on (unknown operator, broken chain, ...): exit code 2."""
+
+
+@dataclass(frozen=True)
+class StagedFile:
+    module: int  # k: the last module this cumulative file implements
+    path: Path
+
+    @property
+    def wrapper_name(self) -> str:
+        match = _STAGED.match(self.path.name)
+        return f"{match['op']}_module{match['suffix']}_wrapper"
+
+
+@dataclass
+class OpPackage:
+    name: str
+    directory: Path
+    python_package: str  # importable name of the package
+
+    @property
+    def spec(self):
+        return importlib.import_module(f"{self.python_package}.op").SPEC
+
+    def import_file(self, path: Path) -> ModuleType:
+        """A file of the package as a sub-module (relative imports work)."""
+        return importlib.import_module(f"{self.python_package}.{path.stem}")
+
+    def staged_wrapper(self, staged: StagedFile):
+        """``<op>_module<k>_wrapper(inputs, attrs, backend)`` of a staged file (WorkflowError if absent)."""
+        try:
+            module = self.import_file(staged.path)
+        except Exception as error:  # any error in the user's file: report it, do not crash
+            raise WorkflowError(f"{staged.path.name}: import failed: {type(error).__name__}: {error}") from error
+        wrapper = getattr(module, staged.wrapper_name, None)
+        if wrapper is None:
+            raise WorkflowError(f"{staged.path.name} defines no {staged.wrapper_name}(inputs, attrs, backend) (lint OL08)")
+        return wrapper
+
+    def staged_files(self) -> list[StagedFile]:
+        """The cumulative module files in order; raises WorkflowError when the chain is broken."""
+        found = {}
+        for path in self.directory.glob(f"{self.name}_module*_impl.py"):
+            match = _STAGED.match(path.name)
+            if match and match["op"] == self.name:
+                found[match["suffix"]] = path
+        chain = []
+        for k in range(1, len(found) + 1):
+            suffix = "".join(str(i) for i in range(1, k + 1))
+            if suffix not in found:
+                raise WorkflowError(f"staged files {sorted(p.name for p in found.values())}: "
+                                    f"{self.name}_module{suffix}_impl.py is missing (suffixes are cumulative: 1, 12, 123 ...)")
+            chain.append(StagedFile(k, found[suffix]))
+        return chain
+
+    def case(self, level: str | None) -> Case:
+        """The case ``level``, or the first quick case."""
+        spec = self.spec
+        cases = load_cases(spec.cases_path, spec)
+        try:
+            return select_cases(cases, [level] if level else None, quick=level is None)[0]
+        except ValueError as error:
+            raise WorkflowError(f"level: {error}") from error
+
+    def golden_boundaries(self, inputs: dict, case: Case) -> tuple[dict, dict]:
+        """(probes in call order, golden outputs) of one golden run on copies of ``inputs``."""
+        with recording_probes() as probes:
+            outputs = self.spec.golden({k: v.clone() for k, v in inputs.items()}, case.attrs)
+        return dict(probes), outputs
+
+    def inputs(self, case: Case) -> dict:
+        return make_case_inputs(self.spec, case)
+
+
+def _load_by_path(directory: Path) -> OpPackage:
+    digest = hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:10]
+    package = f"_ptogym_workflow_{directory.name}_{digest}"
+    if package not in sys.modules:
+        spec = importlib.util.spec_from_file_location(package, directory / "__init__.py",
+                                                      submodule_search_locations=[str(directory)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[package] = module
+        spec.loader.exec_module(module)
+    return OpPackage(directory.name, directory, package)
+
+
+def resolve(op: str) -> OpPackage:
+    """A registered operator name, or the directory of an operator package."""
+    path = Path(op)
+    if (path / "op.py").is_file() and (path / "__init__.py").is_file():
+        return _load_by_path(path)
+    if op in ops.OP_NAMES:
+        return OpPackage(op, ops.OPS_DIR / op, f"{ops.__name__}.{op}")
+    raise WorkflowError(f"OP {op!r}: not a registered operator ({', '.join(ops.OP_NAMES)}) "
+                        "nor a directory holding an operator package (__init__.py, op.py)")
+
+
+def clone_inputs(inputs: dict) -> dict:
+    return {name: tensor.clone() for name, tensor in inputs.items()}
+
+
+def leaves(value, prefix: str) -> dict[str, torch.Tensor]:
+    """Flatten nested dict/tuple/list outputs into {path: tensor}."""
+    if isinstance(value, dict):
+        return {path: t for key, item in value.items() for path, t in leaves(item, f"{prefix}.{key}" if prefix else str(key)).items()}
+    if isinstance(value, (tuple, list)):
+        return {path: t for i, item in enumerate(value) for path, t in leaves(item, f"{prefix}[{i}]").items()}
+    return {prefix: value}

@@ -1,0 +1,110 @@
+"""``ptogym new OP [--modules N] [--dir D]``: scaffold an operator package.
+
+The package works out of the box (``ptogym run OP --quick`` passes with the
+placeholder kernel), so its author replaces working code module by module instead
+of starting from an empty file.  ``--modules N`` also writes the cumulative staged
+files ``OP_module1_impl.py`` ... ``OP_module1..N_impl.py`` with their boundary
+tensor hooks for ``ptogym stage``.  Verdict: ``[NEW_OK]`` exit 0, ``[NEW_ERROR]`` exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import keyword
+import re
+from pathlib import Path
+
+from ptogym.ops import OPS_DIR
+
+from . import templates
+
+MAX_MODULES = 9  # staged suffixes are single digits: 1, 12, ... 123456789
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _indent(lines, spaces: int) -> str:
+    return "\n".join(" " * spaces + line for line in lines)
+
+
+def _kernel_build(name: str, modules: int) -> str:
+    # results named after the golden's probes: how `ptogym bisect` matches kernel ops to them
+    steps = [f"module{k}_out = pypto.mul({'x_fp32' if k == 1 else f'module{k - 1}_out'}, 2.0)  # golden: scale{k}"
+             for k in range(1, modules + 1)]
+    return templates.KERNEL_BUILD.substitute(name=name, kernel_steps=_indent(steps, 12), result=f"module{modules}_out")
+
+
+def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[str, str]:
+    """file name -> text of the package ``op`` with ``modules`` placeholder modules."""
+    inventory = [f"M{k} scale{k:<6} module{k}_out = {'x' if k == 1 else f'module{k - 1}_out'} * 2"
+                 for k in range(1, modules + 1)]
+    golden_steps = [f'h = probe("module{k}_out", h * 2.0)' for k in range(1, modules + 1)]
+    files = {
+        "__init__.py": templates.INIT.substitute(op=op),
+        "golden.py": templates.GOLDEN.substitute(op=op, inventory=_indent(inventory, 4),
+                                                 golden_steps=_indent(golden_steps, 4)),
+        "kernel.py": templates.KERNEL.substitute(op=op, build=_kernel_build(op, modules)),
+        "op.py": templates.OP.substitute(op=op, factor=2 ** modules),
+        f"test_{op}.py": templates.TEST.substitute(op=op),
+        "cases.json": json.dumps({"op": op, "required_levels": ["level0", "level1"],
+                                  "levels": list(templates.CASES_LEVELS)}, indent=2) + "\n",
+    }
+    staged_names = []
+    if staged:
+        for k in range(1, modules + 1):
+            suffix = "".join(str(i) for i in range(1, k + 1))
+            name = f"{op}_module{suffix}_impl.py"
+            staged_names.append(name)
+            files[name] = templates.STAGED.substitute(op=op, k=k, suffix=suffix, file=name, boundary=f"module{k}_out",
+                                                      build=_kernel_build(f"{op}_module{suffix}", k))
+    rows = [f"| M{k} | scale{k}: module{k}_out = {'x' if k == 1 else f'module{k - 1}_out'} * 2 | "
+            f"{'x' if k == 1 else f'module{k - 1}_out'} | module{k}_out | {staged_names[k - 1] if staged else 'kernel.py'} |"
+            for k in range(1, modules + 1)]
+    files["DESIGN.md"] = templates.DESIGN.substitute(
+        op=op, n=modules, complexity=0.5 * modules, module_rows="\n".join(rows),
+        path="L1: staged chain (ptogym stage)" if staged else "L0: one kernel.py, verified end to end")
+    files["README.md"] = templates.README.substitute(
+        op=op, factor=2 ** modules, modules_flag=f" --modules {modules}" if staged else "",
+        staged_rows="".join(f"| `{name}` | staged file: modules 1..{k} |\n" for k, name in enumerate(staged_names, 1)),
+        dir=directory)
+    return files
+
+
+def scaffold(op: str, modules: int | None = None, directory: Path | None = None) -> Path:
+    """Write the package and return its directory; ValueError / FileExistsError on bad input."""
+    if not _NAME.match(op) or keyword.iskeyword(op):
+        raise ValueError(f"OP {op!r}: use a lower-case Python identifier (letters, digits, _)")
+    if modules is not None and not 1 <= modules <= MAX_MODULES:
+        raise ValueError(f"--modules {modules}: use 1..{MAX_MODULES} (staged file suffixes are digits)")
+    target = (directory or OPS_DIR) / op
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; pick another name or remove it")
+    files = package_files(op, modules or 1, modules is not None, target)
+    target.mkdir(parents=True)
+    for name, text in files.items():
+        (target / name).write_text(text, encoding="utf-8")
+    return target
+
+
+def _new_command(args: argparse.Namespace) -> int:
+    try:
+        target = scaffold(args.op, args.modules, args.dir)
+    except (ValueError, OSError) as error:
+        print(f"error: {error}")
+        print(f"[NEW_ERROR] {args.op}: nothing written")
+        return 2
+    for path in sorted(target.iterdir()):
+        print(f"  {path}")
+    run_name = args.op if args.dir is None else str(target)
+    next_step = f"ptogym run {args.op} --quick" if args.dir is None else f"ptogym stage {run_name}"
+    print(f"[NEW_OK] {target}: {len(list(target.iterdir()))} files; next: {next_step}")
+    return 0
+
+
+def add_cli(subparsers) -> None:
+    new = subparsers.add_parser(
+        "new", help="scaffold an operator package that passes its quick cases",
+        description="Write ptogym/ops/OP (or DIR/OP); last line [NEW_OK] (exit 0) or [NEW_ERROR] (exit 2).")
+    new.add_argument("op", help="operator name (a lower-case identifier)")
+    new.add_argument("--modules", type=int, metavar="N", help="also write the staged files of N modules")
+    new.add_argument("--dir", type=Path, help="parent directory (default: ptogym/ops)")
+    new.set_defaults(func=_new_command)
