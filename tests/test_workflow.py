@@ -194,6 +194,22 @@ def test_matching_by_label_and_stacking_tiles():
     assert match.status == "UNPLACED" and "do not stack to [5, 2]" in match.note
 
 
+EXAMPLE = REPO / "examples" / "add_rms_norm_scale"
+
+
+@pytest.mark.parametrize("level", ["level0", "level1"])
+def test_worked_example_of_docs_workflow(level):
+    """examples/add_rms_norm_scale (docs/workflow.md): every module verified, the cases
+    pass, and bisect locates every probed intermediate of the deliverable kernel."""
+    log = run_stages(str(EXAMPLE), level)
+    assert [(m.module, m.verdict) for m in log.modules] == [(1, PASS), (2, PASS), (3, PASS)]
+    package = resolve(str(EXAMPLE))
+    assert run_case(package.spec, package.case(level), open_backend("interp")).status == "PASS"
+    result = run_bisect(str(EXAMPLE), level)
+    assert {p.name: p.status for p in result.probes} == {
+        "x_sum": "PASS", "mean_square": "PASS", "rstd": "PASS", "normed": "PASS", "y": "PASS", "x_add": "NOT_LOCATED"}
+
+
 # ------------------------------------------------------------------ probes and the trace
 def test_probe_is_free_outside_recording_and_unique_inside():
     tensor = torch.ones(2)

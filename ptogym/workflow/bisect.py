@@ -198,17 +198,24 @@ def _reaching_inputs(result: BisectResult, culprit: ProbeMatch) -> list[str]:
     return lines
 
 
+def _shown(file: str) -> str:
+    """A kernel path relative to the working directory when it lies below it."""
+    path = Path(file)
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else file
+
+
 def report(result: BisectResult) -> str:
     lines = [f"{result.op} [{result.case}] {result.target}: {result.op_count} op result(s) recorded, "
              f"{len(result.probes)} golden probe(s)"]
+    width = max((len(p.where) for p in result.probes), default=1)
     for probe in result.probes:
         detail = probe.result.brief() if probe.result is not None else probe.note or "no kernel op named after it"
-        lines.append(f"  {probe.name:<16} {probe.status:<11} {probe.where:<22} {detail}")
+        lines.append(f"  {probe.name:<16} {probe.status:<11} {probe.where:<{width}} {detail}")
     culprit = result.first_mismatch
     if culprit is not None:
         record = culprit.records[-1]
         source = Path(record.file).read_text(encoding="utf-8").splitlines()[record.line - 1].strip()
-        lines += ["", f"first divergence: {culprit.name} = pypto.{record.op}(...) at {record.location}",
+        lines += ["", f"first divergence: {culprit.name} = pypto.{record.op}(...) at {_shown(record.file)}:{record.line}",
                   f"  {record.line}: {source}", culprit.result.report(), "inputs reaching it:"]
         lines += [f"  {line}" for line in _reaching_inputs(result, culprit)]
     return "\n".join(lines)

@@ -164,9 +164,12 @@ def _previous_entries(log_dir: Path) -> dict[int, ModuleEntry]:
         return {}
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-        return {m["module"]: ModuleEntry(**m) for m in document["modules"] if m["verdict"] == PASS}
+        kept = {m["module"]: ModuleEntry(**m) for m in document["modules"] if m["verdict"] == PASS}
     except (ValueError, KeyError, TypeError):
         return {}  # an unreadable old log is simply not reused
+    for entry in kept.values():
+        entry.reason = f"kept from the previous log ({entry.timestamp})"
+    return kept
 
 
 # ------------------------------------------------------------------ the log
@@ -219,7 +222,8 @@ def _stage_command(args: argparse.Namespace) -> int:
     for entry in log.modules:
         outputs = " | ".join(f"{o['name']} max_diff={_number(o['max_diff'])} ratio={_number(o['ratio'])}"
                              for o in entry.outputs)
-        print(f"M{entry.module} {entry.file}: {entry.verdict}  {outputs or entry.reason or ''}")
+        note = entry.reason if entry.reason and (not outputs or entry.verdict == PASS) else ""
+        print(f"M{entry.module} {entry.file}: {entry.verdict}  " + "  ".join(filter(None, [outputs, note])))
         for line in entry.inventory:
             print(f"    {line}")
         if entry.verdict in (FAIL, ERROR) and entry.details:
