@@ -7,7 +7,6 @@ list recorded from it by ``scripts/gen_pypto_names.py`` (``pypto_names.json``).
 from __future__ import annotations
 
 import functools
-import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -22,7 +21,11 @@ def live_names() -> dict | None:
     """Names of the importable real pypto, or None when it is not installed."""
     if importlib.util.find_spec("pypto") is None:
         return None
-    pypto = importlib.import_module("pypto")
+    # through the backend's importer: it redirects pypto's home/log directories and
+    # undoes the logging set-up pypto does on import, as every ptogym use of pypto must
+    from ptogym.backends._pypto_runtime import import_pypto
+
+    pypto = import_pypto()
     top = sorted(dir(pypto))
     # one level down: sub-modules and classes (pypto.frontend.jit, pypto.Tensor.move, pypto.DT_FP32 ...)
     sub = {name: sorted(dir(getattr(pypto, name))) for name in top if _own_namespace(getattr(pypto, name))}
