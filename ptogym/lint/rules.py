@@ -55,6 +55,16 @@ def _is_tensor_annotation(source: Source, annotation) -> bool:
     return source.pypto_attr(target) == "Tensor"
 
 
+def _imported(node: ast.AST) -> list[str]:
+    """Modules an import statement names (``from a import b`` also gives a.b); [] otherwise."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        module = node.module or ""
+        return [module] + [f"{module}.{a.name}".lstrip(".") for a in node.names]
+    return []
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -151,14 +161,9 @@ def _wrapper_name(source):
       "import torch only; transpose with torch.transpose(x, d0, d1)")
 def _golden_purity(source):
     for node in ast.walk(source.tree):
-        modules = []
-        if isinstance(node, ast.Import):
-            modules = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""]
-        for module in modules:
-            if module.split(".")[0] == "pypto" or module.startswith("ptogym.interp"):
-                yield node, f"golden imports {module}"
+        module = next((m for m in _imported(node) if m.split(".")[0] == "pypto" or m.startswith("ptogym.interp")), None)
+        if module is not None:
+            yield node, f"golden imports {module}"
         if isinstance(node, ast.Attribute) and node.attr == "T":
             yield node, "`.T` in the golden"
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "t" and not node.args:
@@ -169,12 +174,7 @@ def _golden_purity(source):
       "keep the kernel independent of the reference; compare in tests or `ptogym stage`")
 def _impl_imports_golden(source):
     for node in ast.walk(source.tree):
-        names = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] + [a.name for a in node.names]
-        if any(n.split(".")[-1] == "golden" or n.endswith("_golden") for n in names if n):
+        if any(n.split(".")[-1] == "golden" or n.endswith("_golden") for n in _imported(node) if n):
             yield node, "impl imports the golden module"
 
 
@@ -465,10 +465,8 @@ _TORCH_ALLOWED = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", 
       "builders do not import torch", "compute with pypto ops inside the jit graph; keep torch to allocation and layout")
 def _torch_math(source):
     for node in ast.walk(source.tree):
-        if source.path.name == "kernel.py" and isinstance(node, (ast.Import, ast.ImportFrom)):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            if any(m.split(".")[0] == "torch" for m in modules):
-                yield node, "kernel.py imports torch; a kernel builder receives only the pypto namespace"
+        if source.path.name == "kernel.py" and any(m.split(".")[0] == "torch" for m in _imported(node)):
+            yield node, "kernel.py imports torch; a kernel builder receives only the pypto namespace"
         if isinstance(node, ast.Call):
             name = dotted(node.func) or ""
             parts = name.split(".")
