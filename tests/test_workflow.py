@@ -126,11 +126,13 @@ def test_stage_fails_on_an_unimplemented_inventory_entry(tmp_path):
 def test_inventory_mark_must_sit_on_a_pypto_call(tmp_path):
     package_dir = _new(tmp_path, "wf_mark", modules=None)
     kernel = package_dir / "kernel.py"
+    (entry,) = run_stages(str(package_dir)).modules  # L0: no staged files, kernel.py is the one module
+    assert (entry.file, entry.verdict, entry.outputs[0]["name"]) == ("kernel.py", PASS, "y")
     _edit(kernel, "  # golden: scale1", "")
     _edit(kernel, "row = block * ROWS_PER_TILE", "row = block * ROWS_PER_TILE  # golden: scale1")
     checks = check_inventory(read_inventory(package_dir / "golden.py"), kernel, 1)
     assert [(c.ok, c.problem) for c in checks] == [(False, "the marked line calls no pypto op")]
-    log = run_stages(str(package_dir))  # L0: no staged files, kernel.py is the one module
+    log = run_stages(str(package_dir))
     assert log.modules[0].file == "kernel.py" and log.modules[0].verdict == FAIL
 
 
@@ -176,6 +178,15 @@ def test_bisect_errors(tmp_path):
     _edit(package_dir / "kernel.py", "module3_out", "last")
     result = run_bisect(str(package_dir))
     assert result.exit_code == 2 and {p.status for p in result.probes} == {"NOT_LOCATED"}
+
+
+def test_bisect_locates_the_registered_operators_outputs():
+    """inplace_add_rms_norm's golden has no probes, but its outputs y, x_add, rstd are
+    names of kernel ops: their tiles, from several loops of different block sizes,
+    stack back to the full tensors."""
+    result = run_bisect("inplace_add_rms_norm", "level0")
+    assert {p.name: p.status for p in result.probes} == {"y": "PASS", "x_add": "PASS", "rstd": "PASS"}
+    assert result.exit_code == 0
 
 
 def _records(*specs):
