@@ -95,6 +95,8 @@ def test_recorded_pypto_names_match_the_installed_package():
     if importlib.util.find_spec("pypto") is None:
         pytest.skip("real pypto not installed")
     live = live_names()
+    if live["version"] != "0.2.0":
+        pytest.skip(f"installed pypto is {live['version']}; the recorded list is of the 0.2.0 specification")
     recorded = json.loads((Path(__file__).parents[1] / "ptogym" / "lint" / "pypto_names.json").read_text())
     assert recorded["top"] == live["top"], "re-run scripts/gen_pypto_names.py"
     names, origin = known_names()
