@@ -125,7 +125,7 @@ def _cli(capsys, *argv):
 
 def test_cli_exit_codes_and_verdict_line(capsys, tmp_path):
     code, lines = _cli(capsys, str(FIXTURES / "clean"))
-    assert code == 0 and lines[-1].startswith("[LINT_PASS] 4 file(s)")
+    assert code == 0 and lines[-1].startswith("[LINT_PASS] 5 file(s)")
     code, lines = _cli(capsys, str(FIXTURES / "fire" / "OL02"), "--select", "ol02", "--json", str(tmp_path / "r.json"))
     assert code == 1 and lines[-1].startswith("[LINT_FAIL]") and len(lines) == 3
     document = json.loads((tmp_path / "r.json").read_text())

@@ -329,26 +329,35 @@ def _python_loops(source):
 
 # ------------------------------------------------------------------ tiles
 def _tainted_names(source, jit) -> set[str]:
-    """Names holding runtime values in a jit graph: jit parameters, loop indices, and
-    anything computed from them, from .shape or from a pypto call (SymbolicScalar)."""
+    """Names holding runtime values in a jit graph: jit parameters, loop indices, anything
+    computed from them, from .shape or from a pypto call (SymbolicScalar), and helper
+    parameters some call passes such a value to.  Builder arguments and constants stay clean.
+    (One name space for the whole graph: a name tainted in one function is tainted in all.)"""
     tainted = {a.arg for a in _jit_params(jit)}
     functions = source.graph(jit)
-    for function in functions[1:]:  # helper parameters receive tensors / runtime offsets
-        tainted |= {a.arg for a in _jit_params(function)}
     changed = True
     while changed:
-        changed = False
+        before = len(tainted)
         for function in functions:
             for node in walk_body(function):
-                new = set()
                 if isinstance(node, ast.For) and source.pypto_call(node.iter, *LOOP_CALLS):
-                    new = _names_in(node.target)
+                    tainted |= _names_in(node.target)
                 elif isinstance(node, ast.Assign) and _is_runtime(source, node.value, tainted):
-                    new = {n for t in node.targets for n in _names_in(t)}
-                if not new <= tainted:
-                    tainted |= new
-                    changed = True
+                    tainted |= {n for t in node.targets for n in _names_in(t)}
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                    tainted |= _runtime_params(source, node, tainted)
+        changed = len(tainted) > before
     return tainted
+
+
+def _runtime_params(source, call, tainted) -> set[str]:
+    """Parameters of the same-file function ``call`` calls that receive a runtime value."""
+    names = set()
+    for callee in source.functions.get(call.func.id, ()):
+        params = [a.arg for a in _jit_params(callee)]
+        passed = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+        names |= {param for param, value in passed if _is_runtime(source, value, tainted)}
+    return names
 
 
 def _is_runtime(source, node, tainted) -> bool:
