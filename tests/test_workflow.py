@@ -136,6 +136,19 @@ def test_inventory_mark_must_sit_on_a_pypto_call(tmp_path):
     assert log.modules[0].file == "kernel.py" and log.modules[0].verdict == FAIL
 
 
+def test_stage_reports_a_crashing_or_malformed_module(tmp_path):
+    package_dir = _new(tmp_path, "wf_crash", modules=2)
+    module12 = package_dir / "wf_crash_module12_impl.py"
+    _edit(module12, 'return {"module2_out": boundary.reshape(x.shape)}', "return boundary")
+    log = run_stages(str(package_dir))
+    assert [m.verdict for m in log.modules] == [PASS, FAIL] and "not a dict" in log.modules[1].reason
+    package_dir = _new(tmp_path, "wf_crash2", modules=2)  # a fresh package: modules stay imported
+    _edit(package_dir / "wf_crash2_module12_impl.py", "pypto.set_vec_tile_shapes(ROWS_PER_TILE, hidden)",
+          "pass")  # the interpreter raises C-TILE-06 at the first op
+    log = run_stages(str(package_dir))
+    assert log.modules[1].verdict == "ERROR" and "C-TILE-06" in log.modules[1].reason and log.exit_code == 2
+
+
 def test_stage_errors_name_the_problem(tmp_path):
     package_dir = _new(tmp_path, "wf_chain")
     (package_dir / "wf_chain_module12_impl.py").unlink()
@@ -144,6 +157,8 @@ def test_stage_errors_name_the_problem(tmp_path):
     assert lines[-1] == "[STAGE_ERROR] " + str(package_dir) + ": nothing verified"
     code, lines = _cli("stage", "no_such_op")
     assert code == 2 and "not a registered operator" in lines[0]
+    code, lines = _cli("stage", str(_new(tmp_path, "wf_backend", modules=None)), "--backend", "nowhere")
+    assert code == 2 and "unknown backend 'nowhere'" in lines[0] and lines[-1].startswith("[STAGE_ERROR]")
     with pytest.raises(WorkflowError, match="no golden function inventory|has no 'Golden function inventory:'"):
         golden = package_dir / "golden.py"
         _edit(golden, "Golden function inventory:", "Inventory:")

@@ -109,11 +109,13 @@ def _verify_module(module: int, path: Path, run, entries, boundaries, case) -> M
         return entry
     try:
         outputs = run()
+        if not isinstance(outputs, dict):
+            entry.verdict, entry.reason = FAIL, f"the module returned {type(outputs).__name__}, not a dict {{boundary name: tensor}}"
+            return entry
+        _compare_outputs(entry, outputs, boundaries, case)
     except Exception as error:  # the kernel, the wrapper or the backend failed: report, do not crash
-        entry.reason = f"{type(error).__name__}: {error}"
+        entry.verdict, entry.reason = ERROR, f"{type(error).__name__}: {error}"
         entry.details = traceback.format_exc()
-        return entry
-    _compare_outputs(entry, outputs, boundaries, case)
     return entry
 
 
