@@ -310,7 +310,8 @@ def _multi_unroll(source):
                     yield keyword.value, f"unroll_list with {len(value.elts)} values"
 
 
-@rule("OL57", "S0", IMPL_STAGES, ("impl",), "kernel code loops only with pypto.loop / loop_unroll / for-in-range",
+@rule("OL57", "S0", IMPL_STAGES, ("impl",), "kernel code loops only with pypto.loop / loop_unroll / for-in-range "
+      "(pypto 0.2.0's parser rejects while; it also unrolls for over a list/tuple, which the upstream gate forbids)",
       "iterate with pypto.loop(...) (submit_before_loop=True for dependent iterations) or for i in range(n)")
 def _python_loops(source):
     for function in source.graph_functions:

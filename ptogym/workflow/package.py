@@ -130,10 +130,15 @@ def clone_inputs(inputs: dict) -> dict:
     return {name: tensor.clone() for name, tensor in inputs.items()}
 
 
-def leaves(value, prefix: str) -> dict[str, torch.Tensor]:
-    """Flatten nested dict/tuple/list outputs into {path: tensor}."""
+def leaves(value, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Flatten nested dict/tuple/list outputs into {path: tensor}: {"a": {"b": t}} -> {"a.b": t}."""
     if isinstance(value, dict):
-        return {path: t for key, item in value.items() for path, t in leaves(item, f"{prefix}.{key}" if prefix else str(key)).items()}
-    if isinstance(value, (tuple, list)):
-        return {path: t for i, item in enumerate(value) for path, t in leaves(item, f"{prefix}[{i}]").items()}
-    return {prefix: value}
+        children = ((f"{prefix}.{key}" if prefix else str(key), item) for key, item in value.items())
+    elif isinstance(value, (tuple, list)):
+        children = ((f"{prefix}[{i}]", item) for i, item in enumerate(value))
+    else:
+        return {prefix: value}
+    flat = {}
+    for path, item in children:
+        flat.update(leaves(item, path))
+    return flat
