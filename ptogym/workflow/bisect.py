@@ -30,7 +30,7 @@ from ptogym.interp import trace
 from ptogym.verify.compare import detailed_tensor_compare
 from ptogym.verify.runner import open_backend
 
-from .package import WorkflowError, clone_inputs, leaves, resolve
+from .package import WorkflowError, clone_inputs, resolve, setting_up
 
 MARKERS = {0: "[BISECT_CLEAN]", 1: "[BISECT_FOUND]", 2: "[BISECT_ERROR]"}
 
@@ -153,20 +153,15 @@ def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
 # ------------------------------------------------------------------ running
 def run_bisect(op: str, level: str | None = None, module: int | None = None) -> BisectResult:
     """Raise WorkflowError when the golden or the kernel cannot run."""
-    try:
+    with setting_up():
         package = resolve(op)
         case = package.case(level)
         backend = open_backend("interp")  # only the interpreter records op results
         staged = {s.module: s for s in package.staged_files()}
-    except WorkflowError:
-        raise
-    except Exception as error:
-        raise WorkflowError(f"{type(error).__name__}: {error}") from error
+        inputs = package.inputs(case)
+        candidates = package.golden_boundaries(inputs, case)
     if module is not None and module not in staged:
         raise WorkflowError(f"--module {module}: the staged files are modules {sorted(staged) or 'none'}")
-    inputs = package.inputs(case)
-    probes, golden_outputs = package.golden_boundaries(inputs, case)
-    candidates = {**probes, **{k: v for k, v in leaves(golden_outputs, "").items() if k not in probes}}
     if module is None:
         target, run = "kernel.py", package.spec.run
     else:

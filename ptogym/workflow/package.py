@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import re
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +31,18 @@ _STAGED = re.compile(r"^(?P<op>.+)_module(?P<suffix>\d+)_impl\.py$")
 
 class WorkflowError(Exception):
     """The tool cannot start or go on (unknown operator, broken chain, ...): exit code 2."""
+
+
+@contextmanager
+def setting_up():
+    """Any failure while a tool sets up (operator, case, backend, golden) becomes a
+    WorkflowError naming it: the tools' exit code 2, never a traceback."""
+    try:
+        yield
+    except WorkflowError:
+        raise
+    except Exception as error:  # the user's package, case file or environment
+        raise WorkflowError(f"{type(error).__name__}: {error}") from error
 
 
 @dataclass(frozen=True)
@@ -93,11 +106,19 @@ class OpPackage:
         except ValueError as error:
             raise WorkflowError(f"level: {error}") from error
 
-    def golden_boundaries(self, inputs: dict, case: Case) -> tuple[dict, dict]:
-        """(probes in call order, golden outputs) of one golden run on copies of ``inputs``."""
-        with recording_probes() as probes:
-            outputs = self.spec.golden({k: v.clone() for k, v in inputs.items()}, case.attrs)
-        return dict(probes), outputs
+    def golden_boundaries(self, inputs: dict, case: Case) -> dict:
+        """The golden's boundary tensors: its probes in call order, then its output leaves
+        (one golden run on copies of ``inputs``).  WorkflowError if the golden raises or a
+        probe has an output's name."""
+        try:
+            with recording_probes() as probes:
+                outputs = leaves(self.spec.golden(clone_inputs(inputs), case.attrs))
+        except Exception as error:  # the user's golden: report it, do not crash
+            raise WorkflowError(f"golden raised {type(error).__name__}: {error}") from error
+        clashes = sorted(set(probes) & set(outputs))
+        if clashes:
+            raise WorkflowError(f"probe name(s) {', '.join(clashes)} are also golden outputs; rename the probes")
+        return {**probes, **outputs}
 
     def inputs(self, case: Case) -> dict:
         return make_case_inputs(self.spec, case)

@@ -33,7 +33,7 @@ from ptogym.verify.compare import detailed_tensor_compare
 from ptogym.verify.runner import open_backend
 
 from .inventory import check_inventory, read_inventory
-from .package import WorkflowError, clone_inputs, leaves, resolve
+from .package import WorkflowError, clone_inputs, leaves, resolve, setting_up
 
 PASS, FAIL, ERROR, SKIPPED = "PASS", "FAIL", "ERROR", "SKIPPED"
 MARKERS = {0: "[STAGE_PASS]", 1: "[STAGE_FAIL]", 2: "[STAGE_ERROR]"}
@@ -122,23 +122,16 @@ def _verify_module(module: int, path: Path, run, entries, boundaries, case) -> M
 # ------------------------------------------------------------------ the chain
 def run_stages(op: str, level: str | None = None, start: int = 1, backend=None, log_dir: Path | None = None) -> StageLog:
     """Verify the module files of ``op`` from module ``start``; raises WorkflowError when it cannot start."""
-    try:
+    with setting_up():
         package = resolve(op)
         case = package.case(level)
         ready = open_backend(backend)
         entries = read_inventory(package.directory / "golden.py")
         chain = package.staged_files()
-    except WorkflowError:
-        raise
-    except (ValueError, ImportError, OSError) as error:
-        raise WorkflowError(f"{type(error).__name__}: {error}") from error
-    except Exception as error:  # BackendUnavailable and friends
-        raise WorkflowError(f"backend: {type(error).__name__}: {error}") from error
+        inputs = package.inputs(case)
+        boundaries = package.golden_boundaries(inputs, case)
     if start < 1 or (chain and start > len(chain)):
         raise WorkflowError(f"--from {start}: modules are 1..{max(len(chain), 1)}")
-    inputs = package.inputs(case)
-    probes, golden_outputs = package.golden_boundaries(inputs, case)
-    boundaries = {**probes, **leaves(golden_outputs, "")}
     log = StageLog(package.name, case.id, ready.name)
     previous = _previous_entries(log_dir or package.directory / "verification")
     if not chain:  # L0: one module, the operator's kernel
@@ -152,7 +145,11 @@ def run_stages(op: str, level: str | None = None, start: int = 1, backend=None, 
             log.modules.append(previous.get(staged.module) or ModuleEntry(staged.module, staged.path.name, SKIPPED,
                                                                           reason=f"--from {start}"))
             continue
-        run = partial(package.staged_wrapper(staged), clone_inputs(inputs), case.attrs, ready)
+        try:
+            run = partial(package.staged_wrapper(staged), clone_inputs(inputs), case.attrs, ready)
+        except WorkflowError as error:  # the file does not import or lacks its wrapper
+            log.modules.append(ModuleEntry(staged.module, staged.path.name, ERROR, reason=str(error)))
+            break
         entry = _verify_module(staged.module, staged.path, run, entries, boundaries, case)
         log.modules.append(entry)
         if entry.verdict != PASS:
