@@ -89,7 +89,8 @@ def test_stage_log_records_every_module(tmp_path):
     package_dir = _new(tmp_path, "wf_log")
     log = run_stages(str(package_dir))
     assert [(m.module, m.file, m.verdict) for m in log.modules] == [
-        (1, "wf_log_module1_impl.py", PASS), (2, "wf_log_module12_impl.py", PASS), (3, "wf_log_module123_impl.py", PASS)]
+        (1, "wf_log_module1_impl.py", PASS), (2, "wf_log_module12_impl.py", PASS),
+        (3, "wf_log_module123_impl.py", PASS)]
     md, js = write_log(log, tmp_path / "logs")
     document = json.loads(js.read_text())
     entry = document["modules"][1]
@@ -104,7 +105,8 @@ def test_stage_stops_at_the_first_wrong_module_and_resumes_with_from(tmp_path):
     _edit(module12, "module2_out = pypto.mul(module1_out, 2.0)", "module2_out = pypto.mul(module1_out, 2.5)")
     code, lines = _cli("stage", str(package_dir))
     assert code == 1
-    assert lines[-1].startswith("[STAGE_FAIL] wf_bug: module 2 (wf_bug_module12_impl.py): out of tolerance: module2_out")
+    assert lines[-1].startswith(
+        "[STAGE_FAIL] wf_bug: module 2 (wf_bug_module12_impl.py): out of tolerance: module2_out")
     assert not any(line.startswith("M3 ") for line in lines), "the chain must stop at module 2"
     _edit(module12, "2.5)", "2.0)")
     code, lines = _cli("stage", str(package_dir), "--from", "2")
@@ -266,7 +268,8 @@ def test_trace_records_op_name_line_and_label():
     with trace.recording() as records:
         kernel(x, out)
     assert trace.recorder is None
-    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1) if text.endswith("# the traced op"))
+    source = Path(__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(source, 1) if text.endswith("# the traced op"))
     (record,) = records
     assert (record.op, record.line, record.label, record.file) == ("add", line, "double", __file__)
     assert torch.equal(record.data, out * 1) and torch.equal(out, torch.full((2, 8), 2.0))

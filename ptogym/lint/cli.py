@@ -67,8 +67,10 @@ def add_cli(subparsers) -> None:
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (*.py below them)")
     lint.add_argument("--select", metavar="IDS", help="only these rules, comma-separated (e.g. OL02,OL55)")
     lint.add_argument("--ignore", metavar="IDS", help="skip these rules, comma-separated")
-    lint.add_argument("--stage", type=int, default=DEFAULT_STAGE, help=f"development stage 1..7 (default {DEFAULT_STAGE})")
-    lint.add_argument("--fail-on", default="S1", help=f"lowest failing severity, one of {', '.join(SEVERITIES)} (default S1)")
+    lint.add_argument("--stage", type=int, default=DEFAULT_STAGE,
+                      help=f"development stage 1..7 (default {DEFAULT_STAGE})")
+    lint.add_argument("--fail-on", default="S1",
+                      help=f"lowest failing severity, one of {', '.join(SEVERITIES)} (default S1)")
     lint.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
     lint.add_argument("--rules", action="store_true", help="document every rule and exit")
     lint.set_defaults(func=_lint_command)

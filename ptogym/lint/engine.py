@@ -20,7 +20,8 @@ NOQA_RULE = "NOQA"
 NOQA_SEVERITY = "S1"
 NOQA_TITLE = "a `# ptogym: noqa OLxx <reason>` names the rules it silences, says why, and silences something"
 _NOQA = re.compile(r"#\s*ptogym:\s*noqa\b(?P<body>.*)$")
-_IDS = re.compile(r"^\s*(?P<ids>(?:OL\d\d|NOQA)(?:\s*,\s*(?:OL\d\d|NOQA))*)(?P<reason>[^#]*)")  # a reason ends at the next #
+# ids, then the reason (which ends at the next #)
+_IDS = re.compile(r"^\s*(?P<ids>(?:OL\d\d|NOQA)(?:\s*,\s*(?:OL\d\d|NOQA))*)(?P<reason>[^#]*)")
 
 
 @dataclass(frozen=True)

@@ -81,19 +81,22 @@ def _one_jit(source):
 
 
 @rule("OL02", "S1", IMPL_STAGES, ("impl",), "outputs are written with out[:] =, out.move() or pypto.assemble(), "
-      "never by rebinding the parameter", "write `out[:] = value`, `out.move(value)` or `pypto.assemble(value, offsets, out)`")
+      "never by rebinding the parameter",
+      "write `out[:] = value`, `out.move(value)` or `pypto.assemble(value, offsets, out)`")
 def _output_rebound(source):
     for jit in source.jit_functions:
         params = {a.arg for a in _jit_params(jit)}
         for node in walk_body(jit):
             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and node.target.id in params:
-                yield node, f"parameter {node.target.id!r} rebound with an augmented assignment; the caller's tensor is not written"
+                yield node, (f"parameter {node.target.id!r} rebound with an augmented assignment; "
+                             "the caller's tensor is not written")
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     # x = pypto.cast(x, ...) transforms an input; out = expr (out unused on the right) loses a write
                     if isinstance(target, ast.Name) and target.id in params and target.id not in _names_in(node.value):
-                        yield node, f"parameter {target.id!r} rebound with '=': only a local name changes, the caller's tensor is not written"
+                        yield node, (f"parameter {target.id!r} rebound with '=': only a local name changes, "
+                                     "the caller's tensor is not written")
 
 
 @rule("OL03", "S1", IMPL_STAGES, ("impl",), "a jit kernel has no return statement",
@@ -128,7 +131,8 @@ def _builtin_minmax(source):
     for function in source.graph_functions:
         for node in walk_body(function):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
-                yield node, f"builtin {node.func.id}() in kernel code ({function.name}); symbolic values lose their runtime value"
+                yield node, (f"builtin {node.func.id}() in kernel code ({function.name}); "
+                             "symbolic values lose their runtime value")
 
 
 @rule("OL07", "S0", IMPL_STAGES, ("impl",), "pypto is imported only as `import pypto` (no alias, no from-import)",
@@ -166,7 +170,8 @@ def _golden_purity(source):
             yield node, f"golden imports {module}"
         if isinstance(node, ast.Attribute) and node.attr == "T":
             yield node, "`.T` in the golden"
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "t" and not node.args:
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "t"
+                and not node.args):
             yield node, "`.t()` in the golden"
 
 
@@ -190,8 +195,9 @@ def _kernel_in_test(source):
 def _hand_written_tolerance(source):
     for node in ast.walk(source.tree):
         if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare):
-            calls = [c for c in ast.walk(node.test.left) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
-            if {"abs", "max"} <= {c.func.attr for c in calls}:
+            methods = {c.func.attr for c in ast.walk(node.test.left)
+                       if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
+            if {"abs", "max"} <= methods:
                 yield node, "hand-written `assert (a - b).abs().max() < tol`"
 
 
@@ -306,7 +312,8 @@ def _multi_unroll(source):
                 value = keyword.value
                 if keyword.arg == "unroll_list" and isinstance(value, ast.Name):
                     value = assignments.get(value.id, value)
-                if keyword.arg == "unroll_list" and isinstance(value, (ast.List, ast.Tuple, ast.Set)) and len(value.elts) > 1:
+                literal = isinstance(value, (ast.List, ast.Tuple, ast.Set))
+                if keyword.arg == "unroll_list" and literal and len(value.elts) > 1:
                     yield keyword.value, f"unroll_list with {len(value.elts)} values"
 
 
@@ -401,7 +408,8 @@ def _cube_axes(call):
       "not once at its top", "move set_*_tile_shapes into each helper that needs its own tile")
 def _global_tiles(source):
     for function in source.graph_functions:
-        top_setters = [s.value for s in function.body if isinstance(s, ast.Expr) and source.pypto_call(s.value, *TILE_SETTERS)]
+        top_setters = [s.value for s in function.body
+                       if isinstance(s, ast.Expr) and source.pypto_call(s.value, *TILE_SETTERS)]
         helpers = {id(f): f for f in source.callees(function) if source.calls(f)}.values()
         if len(top_setters) == 1 and len(helpers) >= 2 and not any(source.calls(h, *TILE_SETTERS) for h in helpers):
             names = ", ".join(sorted(h.name for h in helpers))
@@ -453,7 +461,8 @@ def _pypto_alloc_on_host(source):
                 yield call, f"pypto.{call.func.attr} in host wrapper {wrapper.name!r}"
 
 
-@rule("OL45", "S0", IMPL_STAGES, ("impl", "host"), "a host wrapper calls the kernel once; no Python loop driving it per chunk",
+@rule("OL45", "S0", IMPL_STAGES, ("impl", "host"),
+      "a host wrapper calls the kernel once; no Python loop driving it per chunk",
       "iterate chunks inside the kernel with pypto.loop + pypto.view offsets")
 def _host_loop(source):
     jit_names = {f.name for f in source.jit_functions}
@@ -472,7 +481,8 @@ _TORCH_ALLOWED = {"empty", "zeros", "ones", "full", "empty_like", "zeros_like", 
 
 
 @rule("OL62", "S0", IMPL_STAGES, ("impl",), "impl files use torch for layout/allocation only; ptogym kernel.py "
-      "builders do not import torch", "compute with pypto ops inside the jit graph; keep torch to allocation and layout")
+      "builders do not import torch",
+      "compute with pypto ops inside the jit graph; keep torch to allocation and layout")
 def _torch_math(source):
     for node in ast.walk(source.tree):
         if source.path.name == "kernel.py" and any(m.split(".")[0] == "torch" for m in _imported(node)):

@@ -145,7 +145,8 @@ def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
                 match.status = "PASS" if match.result.all_close else "FAIL"
                 break
             shapes = sorted({tuple(t.data.shape) for t in tiles})
-            match.status, match.note = "UNPLACED", f"{len(tiles)} tile(s) of shapes {shapes} do not stack to {list(match.shape)}"
+            match.status = "UNPLACED"
+            match.note = f"{len(tiles)} tile(s) of shapes {shapes} do not stack to {list(match.shape)}"
         matches.append(match)
     return matches
 
@@ -210,7 +211,8 @@ def report(result: BisectResult) -> str:
     if culprit is not None:
         record = culprit.records[-1]
         source = Path(record.file).read_text(encoding="utf-8").splitlines()[record.line - 1].strip()
-        lines += ["", f"first divergence: {culprit.name} = pypto.{record.op}(...) at {_shown(record.file)}:{record.line}",
+        lines += ["", f"first divergence: {culprit.name} = pypto.{record.op}(...) at "
+                      f"{_shown(record.file)}:{record.line}",
                   f"  {record.line}: {source}", culprit.result.report(), "inputs reaching it:"]
         lines += [f"  {line}" for line in _reaching_inputs(result, culprit)]
     return "\n".join(lines)
@@ -246,5 +248,6 @@ def add_cli(subparsers) -> None:
                     "[BISECT_FOUND] (exit 1), [BISECT_CLEAN] (exit 0) or [BISECT_ERROR] (exit 2).")
     bisect.add_argument("op", help="operator name or operator package directory")
     bisect.add_argument("level", nargs="?", help="case id (default: the first quick case)")
-    bisect.add_argument("--module", type=int, metavar="K", help="bisect the staged file of module K instead of kernel.py")
+    bisect.add_argument("--module", type=int, metavar="K",
+                        help="bisect the staged file of module K instead of kernel.py")
     bisect.set_defaults(func=_bisect_command)

@@ -46,7 +46,8 @@ class Check:
     def line(self) -> str:
         mark = "OK " if self.ok else "MISSING" if self.location is None else "BAD"
         where = self.location or "no `# golden:` mark"
-        return f"  [{mark}] M{self.entry.module} {self.entry.name:<14} {where}" + (f"  ({self.problem})" if self.problem else "")
+        problem = f"  ({self.problem})" if self.problem else ""
+        return f"  [{mark}] M{self.entry.module} {self.entry.name:<14} {where}{problem}"
 
 
 def read_inventory(golden_path: Path) -> list[Entry]:

@@ -78,7 +78,8 @@ class OpPackage:
             raise WorkflowError(f"{staged.path.name}: import failed: {type(error).__name__}: {error}") from error
         wrapper = getattr(module, staged.wrapper_name, None)
         if wrapper is None:
-            raise WorkflowError(f"{staged.path.name} defines no {staged.wrapper_name}(inputs, attrs, backend) (lint OL08)")
+            raise WorkflowError(f"{staged.path.name} defines no {staged.wrapper_name}(inputs, attrs, backend) "
+                                "(lint OL08)")
         return wrapper
 
     def staged_files(self) -> list[StagedFile]:
@@ -93,7 +94,8 @@ class OpPackage:
             suffix = "".join(str(i) for i in range(1, k + 1))
             if suffix not in found:
                 raise WorkflowError(f"staged files {sorted(p.name for p in found.values())}: "
-                                    f"{self.name}_module{suffix}_impl.py is missing (suffixes are cumulative: 1, 12, 123 ...)")
+                                    f"{self.name}_module{suffix}_impl.py is missing "
+                                    "(suffixes are cumulative: 1, 12, 123 ...)")
             chain.append(StagedFile(k, found[suffix]))
         return chain
 

@@ -26,17 +26,21 @@ def _indent(lines, spaces: int) -> str:
     return "\n".join(" " * spaces + line for line in lines)
 
 
+def _source(k: int) -> str:
+    """The tensor placeholder module k doubles: x, then the previous module's boundary."""
+    return "x" if k == 1 else f"module{k - 1}_out"
+
+
 def _kernel_build(name: str, modules: int) -> str:
     # results named after the golden's probes: how `ptogym bisect` matches kernel ops to them
-    steps = [f"module{k}_out = pypto.mul({'x_fp32' if k == 1 else f'module{k - 1}_out'}, 2.0)  # golden: scale{k}"
-             for k in range(1, modules + 1)]
+    operands = ["x_fp32"] + [_source(k) for k in range(2, modules + 1)]  # the kernel computes x in fp32
+    steps = [f"module{k}_out = pypto.mul({operand}, 2.0)  # golden: scale{k}" for k, operand in enumerate(operands, 1)]
     return templates.KERNEL_BUILD.substitute(name=name, kernel_steps=_indent(steps, 12), result=f"module{modules}_out")
 
 
 def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[str, str]:
     """file name -> text of the package ``op`` with ``modules`` placeholder modules."""
-    inventory = [f"M{k} scale{k:<6} module{k}_out = {'x' if k == 1 else f'module{k - 1}_out'} * 2"
-                 for k in range(1, modules + 1)]
+    inventory = [f"M{k} scale{k:<6} module{k}_out = {_source(k)} * 2" for k in range(1, modules + 1)]
     golden_steps = [f'h = probe("module{k}_out", h * 2.0)' for k in range(1, modules + 1)]
     files = {
         "__init__.py": templates.INIT.substitute(op=op),
@@ -56,9 +60,8 @@ def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[
             staged_names.append(name)
             files[name] = templates.STAGED.substitute(op=op, k=k, suffix=suffix, file=name, boundary=f"module{k}_out",
                                                       build=_kernel_build(f"{op}_module{suffix}", k))
-    rows = [f"| M{k} | scale{k}: module{k}_out = {'x' if k == 1 else f'module{k - 1}_out'} * 2 | "
-            f"{'x' if k == 1 else f'module{k - 1}_out'} | module{k}_out | {staged_names[k - 1] if staged else 'kernel.py'} |"
-            for k in range(1, modules + 1)]
+    rows = [f"| M{k} | scale{k}: module{k}_out = {_source(k)} * 2 | {_source(k)} | module{k}_out | "
+            f"{staged_names[k - 1] if staged else 'kernel.py'} |" for k in range(1, modules + 1)]
     files["DESIGN.md"] = templates.DESIGN.substitute(
         op=op, n=modules, complexity=0.5 * modules, module_rows="\n".join(rows),
         path="L1: staged chain (ptogym stage)" if staged else "L0: one kernel.py, verified end to end")

@@ -110,7 +110,8 @@ def _verify_module(module: int, path: Path, run, entries, boundaries, case) -> M
     try:
         outputs = run()
         if not isinstance(outputs, dict):
-            entry.verdict, entry.reason = FAIL, f"the module returned {type(outputs).__name__}, not a dict {{boundary name: tensor}}"
+            entry.verdict = FAIL
+            entry.reason = f"the module returned {type(outputs).__name__}, not a dict {{boundary name: tensor}}"
             return entry
         _compare_outputs(entry, outputs, boundaries, case)
     except Exception as error:  # the kernel, the wrapper or the backend failed: report, do not crash
@@ -120,7 +121,8 @@ def _verify_module(module: int, path: Path, run, entries, boundaries, case) -> M
 
 
 # ------------------------------------------------------------------ the chain
-def run_stages(op: str, level: str | None = None, start: int = 1, backend=None, log_dir: Path | None = None) -> StageLog:
+def run_stages(op: str, level: str | None = None, start: int = 1, backend=None,
+               log_dir: Path | None = None) -> StageLog:
     """Verify the module files of ``op`` from module ``start``; raises WorkflowError when it cannot start."""
     with setting_up():
         package = resolve(op)

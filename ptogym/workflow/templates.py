@@ -43,7 +43,10 @@ def build(pypto, *, hidden: int, dtype: str, out_dtype: str = ""):
     out_dt = getattr(pypto, out_dtype or dtype)
 
     @pypto.frontend.jit()
-    def ${name}_kernel(x: pypto.Tensor([pypto.DYNAMIC, hidden], dt), out: pypto.Tensor([pypto.DYNAMIC, hidden], out_dt)):
+    def ${name}_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        out: pypto.Tensor([pypto.DYNAMIC, hidden], out_dt),
+    ):
         pypto.set_vec_tile_shapes(ROWS_PER_TILE, hidden)
         n_rows = x.shape[0]
         blocks = (n_rows + ROWS_PER_TILE - 1) // ROWS_PER_TILE
