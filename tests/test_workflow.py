@@ -149,6 +149,10 @@ def test_stage_reports_a_crashing_or_malformed_module(tmp_path):
           "pass")  # the interpreter raises C-TILE-06 at the first op
     log = run_stages(str(package_dir))
     assert log.modules[1].verdict == "ERROR" and "C-TILE-06" in log.modules[1].reason and log.exit_code == 2
+    broken = _new(tmp_path, "wf_syntax", modules=1)
+    (broken / "wf_syntax_module1_impl.py").write_text("def broken(:\n")
+    code, lines = _cli("stage", str(broken))
+    assert code == 2 and "SyntaxError" in "\n".join(lines) and lines[-1].startswith("[STAGE_ERROR] wf_syntax: module 1")
 
 
 def test_stage_errors_name_the_problem(tmp_path):

@@ -6,9 +6,7 @@ itself a finding (rule NOQA), so suppressions stay few and explained.
 """
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -81,17 +79,6 @@ def python_files(paths) -> list[Path]:
     return found
 
 
-def _noqa_comments(text: str) -> dict[int, str]:
-    """line -> the text after ``ptogym: noqa`` for every such comment (real comments only)."""
-    comments = {}
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            match = _NOQA.search(token.string)
-            if match:
-                comments[token.start[0]] = match["body"]
-    return comments
-
-
 def lint_source(source: Source, rule_ids, stage: int) -> tuple[list[Finding], list[dict]]:
     """(findings, suppressed) of one parsed file."""
     raw = []
@@ -106,8 +93,7 @@ def lint_source(source: Source, rule_ids, stage: int) -> tuple[list[Finding], li
 
 def _apply_noqa(source: Source, raw: list[Finding], rule_ids) -> tuple[list[Finding], list[dict]]:
     findings, suppressed, used = [], [], set()
-    comments = _noqa_comments(source.text)
-    parsed = {line: _IDS.match(body) for line, body in comments.items()}
+    parsed = {line: _IDS.match(match["body"]) for line, match in source.comment_matches(_NOQA).items()}
     for finding in raw:
         match = parsed.get(finding.line)
         ids = re.split(r"\s*,\s*", match["ids"]) if match else []

@@ -10,7 +10,9 @@ file it calls by name, transitively: that code runs inside pypto's parser.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +73,15 @@ class Source:
             if isinstance(node, ast.Import):
                 source.pypto_aliases |= {a.asname for a in node.names if a.name == "pypto" and a.asname}
         return source
+
+    def comment_matches(self, pattern: re.Pattern) -> dict[int, re.Match]:
+        """line -> the match of ``pattern`` in that line's comment (real comments, not strings)."""
+        found = {}
+        for token in tokenize.generate_tokens(io.StringIO(self.text).readline):
+            match = pattern.search(token.string) if token.type == tokenize.COMMENT else None
+            if match:
+                found[token.start[0]] = match
+        return found
 
     # --- the PyPTO namespace ------------------------------------------------------
     def pypto_attr(self, node: ast.AST) -> str | None:

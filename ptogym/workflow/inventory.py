@@ -15,11 +15,11 @@ modules 1..k; an unmarked entry is a stage failure.
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+
+from ptogym.lint.source import Source
 
 _HEADER = "Golden function inventory:"
 _ENTRY = re.compile(r"^\s*M(?P<module>\d+)\s+(?P<name>[A-Za-z_][\w.]*)\s*(?P<text>.*)$")
@@ -70,33 +70,24 @@ def read_inventory(golden_path: Path) -> list[Entry]:
     return entries
 
 
-def _marks(kernel_path: Path) -> dict[str, list[int]]:
+def _marks(kernel: Source) -> dict[str, list[int]]:
     marks: dict[str, list[int]] = {}
-    text = kernel_path.read_text(encoding="utf-8")
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        match = _MARK.search(token.string) if token.type == tokenize.COMMENT else None
-        if match:
-            for name in re.split(r"\s*,\s*", match["names"]):
-                marks.setdefault(name, []).append(token.start[0])
+    for line, match in kernel.comment_matches(_MARK).items():
+        for name in re.split(r"\s*,\s*", match["names"]):
+            marks.setdefault(name, []).append(line)
     return marks
 
 
-def _pypto_call_lines(kernel_path: Path) -> set[int]:
+def _pypto_call_lines(kernel: Source) -> set[int]:
     """Lines on which a pypto.<op>(...) call sits (any line of a multi-line call)."""
-    lines = set()
-    for node in ast.walk(ast.parse(kernel_path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            root = node.func
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and root.id == "pypto":
-                lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return lines
+    return {line for node in ast.walk(kernel.tree) if kernel.pypto_call(node)
+            for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)}
 
 
 def check_inventory(entries: list[Entry], kernel_path: Path, up_to_module: int) -> list[Check]:
     """One Check per entry of modules 1..up_to_module against the marks in ``kernel_path``."""
-    marks, call_lines = _marks(kernel_path), _pypto_call_lines(kernel_path)
+    kernel = Source.parse(kernel_path)
+    marks, call_lines = _marks(kernel), _pypto_call_lines(kernel)
     checks = []
     for entry in (e for e in entries if e.module <= up_to_module):
         lines = marks.get(entry.name, [])
