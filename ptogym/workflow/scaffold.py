@@ -39,7 +39,9 @@ def _kernel_build(name: str, modules: int) -> str:
 
 
 def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[str, str]:
-    """file name -> text of the package ``op`` with ``modules`` placeholder modules."""
+    """file name -> text of the package ``op`` (written to ``directory``) with ``modules``
+    placeholder modules."""
+    registered = directory.parent.resolve() == OPS_DIR.resolve()  # `ptogym run OP` finds it
     inventory = [f"M{k} scale{k:<6} module{k}_out = {_source(k)} * 2" for k in range(1, modules + 1)]
     golden_steps = [f'h = probe("module{k}_out", h * 2.0)' for k in range(1, modules + 1)]
     files = {
@@ -68,7 +70,9 @@ def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[
     files["README.md"] = templates.README.substitute(
         op=op, factor=2 ** modules, modules_flag=f" --modules {modules}" if staged else "",
         staged_rows="".join(f"| `{name}` | staged file: modules 1..{k} |\n" for k, name in enumerate(staged_names, 1)),
-        dir=directory)
+        dir=directory, ref=op if registered else directory,
+        run_cases=f"python3 -m ptogym run {op} --quick  # cases against the golden" if registered else
+        f"python3 -m pytest {directory / f'test_{op}.py'}  # cases against the golden")
     return files
 
 

@@ -214,10 +214,10 @@ $staged_rows| `op.py` | API, input rules and `SPEC` |
 | `test_$op.py` | the quick cases against the golden |
 
 ```bash
-python3 -m ptogym run $op --quick        # cases against the golden
-python3 -m ptogym stage $op              # module files against the golden's boundary tensors
-python3 -m ptogym bisect $op             # first kernel op diverging from a golden probe
-python3 -m ptogym lint $dir              # OLxx rules
+$run_cases
+python3 -m ptogym stage $ref     # module files against the golden's boundary tensors
+python3 -m ptogym bisect $ref    # first kernel op diverging from a golden probe
+python3 -m ptogym lint $dir      # OLxx rules
 ```
 ''')
 
