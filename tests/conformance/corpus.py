@@ -71,6 +71,26 @@ add("pow_scalar_half_fp32", step("pow", "$0", 0.5), [inp(SHAPE, fill="positive")
 add("add_scalar_int32", step("add", "$0", 7), [inp(SHAPE, "DT_INT32")], SHAPE, "DT_INT32", TILE)
 add("mul_scalar_first_fp32", step("mul", 3.0, "$0"), [inp(SHAPE)], SHAPE, "DT_FP32", TILE)
 
+for dt, value in (("DT_FP16", 2.5), ("DT_BF16", -0.375), ("DT_FP32", 1e39)):
+    add(f"mul_element_{dt_name(dt)}", step("mul", "$0", {"element": [dt, value]}), [inp(SHAPE, dt)], SHAPE, dt, TILE)
+add("add_element_int32", step("add", "$0", {"element": ["DT_INT32", -7]}), [inp(SHAPE, "DT_INT32")], SHAPE,
+    "DT_INT32", TILE)
+
+# ---------------------------------------------------------------- creation
+for dt, value in (("DT_FP32", 2.5), ("DT_FP16", -1.25), ("DT_BF16", 3.0), ("DT_INT32", 7)):
+    add(f"full_add_{dt_name(dt)}", [step("full", list(SHAPE), value, dt), step("add", "$0", "$1")], [inp(SHAPE, dt)],
+        SHAPE, dt, TILE)
+add("full_element_fp16", [step("full", list(SHAPE), {"element": ["DT_FP16", 0.5]}, "DT_FP16"), step("mul", "$0", "$1")],
+    [inp(SHAPE, "DT_FP16")], SHAPE, "DT_FP16", TILE)
+add("zeros_sub_fp32", [step("zeros", ROWS, COLS, dtype="DT_FP32"), step("sub", "$1", "$0")], [inp(SHAPE)], SHAPE,
+    "DT_FP32", TILE)
+add("ones_div_bf16", [step("ones", [ROWS, COLS], dtype="DT_BF16"), step("div", "$1", "$0")], [inp(SHAPE, "DT_BF16")],
+    SHAPE, "DT_BF16", TILE)
+add("arange_int32", [step("arange", COLS), step("add", "$0", "$1")], [inp((COLS,), "DT_INT32")], (COLS,), "DT_INT32",
+    (COLS,))
+add("arange_start_step_fp32", [step("arange", 0.5, 32.5, 0.5), step("mul", "$0", "$1")], [inp((COLS,))], (COLS,),
+    "DT_FP32", (COLS,))
+
 # ---------------------------------------------------------------- comparisons, where, clip
 for op in ("eq", "ne", "lt", "le", "gt", "ge"):
     for dt in ("DT_FP32", "DT_FP16", "DT_INT32"):
@@ -113,6 +133,9 @@ for op in ("sum", "amax", "amin", "prod"):
     add(f"{op}_first_keepdim_fp32", step(op, "$0", 0, True), [inp(SHAPE)], (1, COLS), "DT_FP32", TILE)
     add(f"{op}_last_drop_fp32", step(op, "$0", -1), [inp((ROWS, 8, COLS))], (ROWS, 8), "DT_FP32", (4, 8, COLS))
     add(f"{op}_special_fp32", step(op, "$0", -1, True), [inp(SHAPE, fill="special")], (ROWS, 1), "DT_FP32", TILE)
+for op in ("max", "min"):  # pypto.max/min take two scalars only: rejected
+    add(f"{op}_tensor_form_fp32", step(op, "$0", -1, True), [inp(SHAPE)], (ROWS, 1), "DT_FP32", TILE)
+add("greater_fp32", step("greater", "$0", "$1"), [inp(SHAPE), inp(SHAPE)], SHAPE, "DT_BOOL", TILE)
 add("sum_tiled_axis_fp32", step("sum", "$0", -1, True), [inp((8, 256))], (8, 1), "DT_FP32", (8, 64))
 add("amax_tiled_axis_fp32", step("amax", "$0", -1, True), [inp((8, 256))], (8, 1), "DT_FP32", (8, 64))
 add("sum_int32", step("sum", "$0", -1, True), [inp(SHAPE, "DT_INT32")], (ROWS, 1), "DT_INT32", TILE)
@@ -331,6 +354,10 @@ KNOWN: dict = {
                            "(calc_torch.cpp From(Element)); the interpreter uses the scalar as given (inf)",
     "mul_scalar_huge_fp32": _FID.format("ops/_common.py") + "pypto clamps an FP32 scalar operand (1e39) to FLT_MAX "
                             "before multiplying; the interpreter rounds it to inf",
+    **{name: _FID.format("ops/_common.py") + "pypto 0.2.0 rejects a pypto.Element as the scalar operand of a "
+             "binary op (it wraps the scalar in an Element again: 'incompatible constructor arguments'); the "
+             "interpreter accepts it" for name in ("mul_element_fp16", "mul_element_bf16", "mul_element_fp32",
+                                                   "add_element_int32")},
     "mul_scalar_first_fp32": _FID.format("ops/_common.py") + "pypto.mul(3.0, x) is rejected by pypto (Mul() takes a "
                              "tensor first); the interpreter swaps the operands and accepts it",
     "add_bcast_rank1_fp32": _FID.format("ops/_common.py") + "pypto broadcasts a lower-rank operand (numpy rule); the "

@@ -133,6 +133,8 @@ def run(backend, spec: dict) -> Outcome:
         backend.launch(_builder(spec), {"spec": spec_text(spec)}, tensors)
     except ConstraintViolation as error:
         return Outcome(False, error=f"[{error.check_id}] {error.details}")
+    except TypeError as error:  # an op called with a signature it does not have: pypto raises it too
+        return Outcome(False, error=f"TypeError: {error}")
     except PyptoRunError as error:
         return Outcome(False, error=_pypto_error(str(error)))
     if not getattr(backend.last_report, "outputs_valid", True):

@@ -4,8 +4,9 @@ Most cases are *op chains*: a short straight-line program over up to three input
 tensors, described by a JSON-able spec so that the corpus and the random generator
 share one builder (``build_chain``).  A step is ``[op, args, kwargs]``; inside args
 and kwargs ``"$k"`` names value k (the inputs are values 0..n-1, each step appends
-one), ``"DT_*"``/``"CastMode.*"``/``"SaturationMode.*"`` name pypto constants, and
-a list is resolved element by element.  The last value is the output.
+one), ``"DT_*"``/``"CastMode.*"``/``"SaturationMode.*"`` name pypto constants,
+``{"element": [dtype, value]}`` is a ``pypto.Element``, and a list is resolved element
+by element.  The last value is the output.
 
 Two shapes of kernel run a chain:
 
@@ -53,6 +54,9 @@ class Chain:
 
     def _resolve(self, item, values):
         pypto = self.pypto
+        if isinstance(item, dict):  # {"element": [dtype, value]}: a pypto.Element scalar
+            dtype, value = item["element"]
+            return pypto.Element(getattr(pypto, dtype), self._resolve(value, values))
         if isinstance(item, list):
             return [self._resolve(x, values) for x in item]
         if isinstance(item, str):

@@ -1,6 +1,6 @@
 """Reductions along one axis: ``sum`` (reduction-buffer check; advice to reduce in
-FP32), ``amax``, ``amin``, ``prod``, and ``max``/``min`` that also take two runtime
-integers."""
+FP32), ``amax``, ``amin``, ``prod``, and ``max``/``min`` of two runtime
+integers (pypto 0.2.0 has no tensor form of them)."""
 from __future__ import annotations
 
 import builtins
@@ -65,14 +65,19 @@ def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     return _reduce("prod", lambda d, a, k: torch.prod(d, a, keepdim=k, dtype=d.dtype), input, dim, keepdim)
 
 
-def max(a, b=-1, keepdim: bool = False):
-    """``pypto.max``: of two runtime integers; on a tensor, the max along dim ``b``."""
-    if isinstance(a, Tensor):
-        return amax(a, b, keepdim)
+def _scalar_only(op: str, a, b):
+    """pypto.max/min take two runtime integers; pypto 0.2.0 has no tensor form (amax/amin)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        violation("C-API-06", f"pypto.{op} takes two scalars (SymbolicScalar or int); for a tensor use pypto.a{op}")
+
+
+def max(a, b):
+    """``pypto.max`` of two runtime integers (pypto 0.2.0 has no tensor form of them)."""
+    _scalar_only("max", a, b)
     return sym_max(a, b)
 
 
-def min(a, b=-1, keepdim: bool = False):
-    if isinstance(a, Tensor):
-        return amin(a, b, keepdim)
+def min(a, b):
+    """``pypto.min`` of two runtime integers (pypto 0.2.0 has no tensor form of them)."""
+    _scalar_only("min", a, b)
     return sym_min(a, b)
