@@ -17,6 +17,7 @@ fresh process, the same deadline) before the next case.  Always under the shared
     ... --only 'cast_*'        re-record a subset (fnmatch pattern, repeatable)
     ... --force                re-record even fixtures that are up to date
     ... --list                 list the cases and whether their fixture is current
+    ... --summary              compare ptogym.interp with the fixtures: the numbers in docs/fidelity.md
 
 Exit codes: 0 all fixtures current, 3 budget spent with cases left, 2 usage error.
 """
@@ -42,13 +43,49 @@ def is_current(name: str, spec: dict) -> bool:
     return fixture is not None and fixture["spec"] == spec and fixture["inputs_sha1"] == harness.inputs_digest(spec)
 
 
+def summary() -> int:
+    """Count the cases by how ptogym.interp's outcome compares with the recorded one."""
+    import collections
+    import warnings
+
+    from conformance.corpus import BOUNDS, KNOWN
+    from ptogym.backends import get_backend
+
+    interp = get_backend("interp")
+    counts = collections.Counter()
+    for name, spec in all_cases().items():
+        recorded = harness.Outcome.from_json(harness.load_fixture(name)["pypto"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mine = harness.run(interp, spec)
+        group = "generated" if name.startswith("gen_") else "corpus"
+        if name in KNOWN:
+            kind = "known difference"
+        elif harness.compare(mine, recorded, spec, BOUNDS.get(name)):
+            kind = "UNEXPLAINED difference"
+        elif not recorded.accepted:
+            kind = "both reject"
+        elif all(harness.bitwise_equal(a, b) for a, b in zip(mine.outputs, recorded.outputs)):
+            kind = "bitwise equal"
+        else:
+            kind = f"within bound {sorted(BOUNDS[name])[0]}"
+        counts[group, kind] += 1
+    for (group, kind), n in sorted(counts.items()):
+        print(f"{group:9} {kind:28} {n}")
+    print(f"total     {sum(counts.values())}")
+    return 1 if any(kind.startswith("UNEXPLAINED") for _, kind in counts) else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="fnmatch pattern of case names (repeatable)")
     parser.add_argument("--force", action="store_true", help="re-record fixtures that are already current")
     parser.add_argument("--budget", type=float, default=150.0, help="stop starting new cases after this many seconds")
     parser.add_argument("--list", action="store_true", help="list cases and fixture state, record nothing")
+    parser.add_argument("--summary", action="store_true", help="interp vs fixtures, counted by outcome")
     args = parser.parse_args(argv)
+    if args.summary:
+        return summary()
 
     cases = all_cases()
     if args.only:
