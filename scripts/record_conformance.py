@@ -19,7 +19,8 @@ fresh process, the same deadline) before the next case.  Always under the shared
     ... --list                 list the cases and whether their fixture is current
     ... --summary              compare ptogym.interp with the fixtures: the numbers in docs/fidelity.md
 
-Exit codes: 0 all fixtures current, 3 budget spent with cases left, 2 usage error.
+Exit codes: 0 all fixtures current (--summary: no unexplained difference), 1 an
+unexplained difference (--summary), 2 no case matches --only, 3 cases left to record.
 """
 import argparse
 import fnmatch
@@ -43,7 +44,7 @@ def is_current(name: str, spec: dict) -> bool:
     return fixture is not None and fixture["spec"] == spec and fixture["inputs_sha1"] == harness.inputs_digest(spec)
 
 
-def summary() -> int:
+def summary(patterns) -> int:
     """Count the cases by how ptogym.interp's outcome compares with the recorded one."""
     import collections
     import warnings
@@ -53,7 +54,7 @@ def summary() -> int:
 
     interp = get_backend("interp")
     counts = collections.Counter()
-    for name, spec in all_cases().items():
+    for name, spec in select(all_cases(), patterns).items():
         recorded = harness.Outcome.from_json(harness.load_fixture(name)["pypto"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -72,8 +73,15 @@ def summary() -> int:
         counts[group, kind] += 1
     for (group, kind), n in sorted(counts.items()):
         print(f"{group:9} {kind:28} {n}")
-    print(f"total     {sum(counts.values())}")
-    return 1 if any(kind.startswith("UNEXPLAINED") for _, kind in counts) else 0
+    unexplained = sum(n for (_, kind), n in counts.items() if kind.startswith("UNEXPLAINED"))
+    print(f"record_conformance: {sum(counts.values())} cases compared, {unexplained} unexplained differences")
+    return 1 if unexplained else 0
+
+
+def select(cases: dict, patterns) -> dict:
+    if not patterns:
+        return cases
+    return {n: s for n, s in cases.items() if any(fnmatch.fnmatch(n, p) for p in patterns)}
 
 
 def main(argv=None) -> int:
@@ -84,15 +92,13 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="list cases and fixture state, record nothing")
     parser.add_argument("--summary", action="store_true", help="interp vs fixtures, counted by outcome")
     args = parser.parse_args(argv)
-    if args.summary:
-        return summary()
 
-    cases = all_cases()
-    if args.only:
-        cases = {n: s for n, s in cases.items() if any(fnmatch.fnmatch(n, p) for p in args.only)}
-        if not cases:
-            print(f"record_conformance: no case matches {args.only}")
-            return 2
+    if args.only and not select(all_cases(), args.only):
+        print(f"record_conformance: no case matches {args.only}")
+        return 2
+    if args.summary:
+        return summary(args.only)
+    cases = select(all_cases(), args.only)
     todo = {n: s for n, s in cases.items() if args.force or not is_current(n, s)}
     if args.list:
         for name in cases:
