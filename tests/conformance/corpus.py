@@ -59,6 +59,29 @@ add("add_alpha_fp32", step("add", "$0", "$1", alpha=2.5), [inp(SHAPE), inp(SHAPE
 add("sub_alpha_bf16", step("sub", "$0", "$1", alpha=0.5), [inp(SHAPE, "DT_BF16"), inp(SHAPE, "DT_BF16")], SHAPE,
     "DT_BF16", TILE)
 
+# integer arithmetic at the limits: int8/int16 wrap, int32 division
+add("add_int8_wrap", step("add", "$0", "$1"), [inp(SHAPE, "DT_INT8", "int", range=[60, 128]),
+                                               inp(SHAPE, "DT_INT8", "int", range=[60, 128])], SHAPE, "DT_INT8", TILE)
+add("mul_int16_wrap", step("mul", "$0", "$1"), [inp(SHAPE, "DT_INT16", "int", range=[-400, 400]),
+                                                inp(SHAPE, "DT_INT16", "int", range=[-400, 400])], SHAPE, "DT_INT16",
+    TILE)
+add("sub_int32_wrap", step("sub", "$0", "$1"), [inp(SHAPE, "DT_INT32", "int", range=[-2**31, -2**31 + 100]),
+                                                inp(SHAPE, "DT_INT32", "int", range=[0, 1000])], SHAPE, "DT_INT32",
+    TILE)
+add("div_int32", step("div", "$0", "$1"), [inp(SHAPE, "DT_INT32", "int", range=[-1000, 1000]),
+                                           inp(SHAPE, "DT_INT32", "int", range=[1, 50])], SHAPE, "DT_INT32", TILE)
+add("div_scalar_int32", step("div", "$0", 4), [inp(SHAPE, "DT_INT32", "int", range=[-1000, 1000])], SHAPE,
+    "DT_INT32", TILE)
+add("maximum_int8", step("maximum", "$0", "$1"), [inp(SHAPE, "DT_INT8"), inp(SHAPE, "DT_INT8")], SHAPE, "DT_INT8",
+    TILE)
+add("where_int32", step("where", "$0", "$1", "$2"), [inp(SHAPE, "DT_BOOL"), inp(SHAPE, "DT_INT32"),
+                                                     inp(SHAPE, "DT_INT32")], SHAPE, "DT_INT32", TILE)
+add("lt_bf16", step("lt", "$0", "$1"), [inp(SHAPE, "DT_BF16", "special"), inp(SHAPE, "DT_BF16", "special")], SHAPE,
+    "DT_BOOL", TILE)
+add("div_scalar_zero_fp32", step("div", "$0", 0.0), [inp(SHAPE, fill="special")], SHAPE, "DT_FP32", TILE)
+add("pow_special_fp32", step("pow", "$0", "$1"), [inp(SHAPE, fill="special"), inp(SHAPE, fill="special")], SHAPE,
+    "DT_FP32", TILE)
+
 # ---------------------------------------------------------------- binary, tensor x scalar
 for op in ("add", "sub", "mul", "div", "maximum", "minimum"):
     for dt in FLOATS:
@@ -136,6 +159,10 @@ for op in ("sum", "amax", "amin", "prod"):
 for op in ("max", "min"):  # pypto.max/min take two scalars only: rejected
     add(f"{op}_tensor_form_fp32", step(op, "$0", -1, True), [inp(SHAPE)], (ROWS, 1), "DT_FP32", TILE)
 add("greater_fp32", step("greater", "$0", "$1"), [inp(SHAPE), inp(SHAPE)], SHAPE, "DT_BOOL", TILE)
+add("sum_4d_axis1_fp32", step("sum", "$0", 1, True), [inp((2, 4, 4, 32))], (2, 1, 4, 32), "DT_FP32", (1, 4, 4, 32))
+add("amin_3d_first_drop_bf16", step("amin", "$0", 0), [inp((4, 8, 32), "DT_BF16")], (8, 32), "DT_BF16", (4, 8, 32))
+add("softmax_dim0_fp32", step("softmax", "$0", 0), [inp(SHAPE, scale=3.0)], SHAPE, "DT_FP32", TILE)
+add("round_decimals_bf16", step("round", "$0", 1), [inp(SHAPE, "DT_BF16", scale=10.0)], SHAPE, "DT_BF16", TILE)
 add("sum_tiled_axis_fp32", step("sum", "$0", -1, True), [inp((8, 256))], (8, 1), "DT_FP32", (8, 64))
 add("amax_tiled_axis_fp32", step("amax", "$0", -1, True), [inp((8, 256))], (8, 1), "DT_FP32", (8, 64))
 add("sum_int32", step("sum", "$0", -1, True), [inp(SHAPE, "DT_INT32")], (ROWS, 1), "DT_INT32", TILE)
@@ -171,6 +198,9 @@ for src in ("DT_FP16", "DT_BF16"):
         TILE)
     add(f"cast_{dt_name(src)}_int32", step("cast", "$0", "DT_INT32"), [inp(SHAPE, src, "special")], SHAPE,
         "DT_INT32", TILE)
+add("cast_fp16_int8", step("cast", "$0", "DT_INT8"), [inp(SHAPE, "DT_FP16", "special")], SHAPE, "DT_INT8", TILE)
+add("cast_bf16_int16_floor", step("cast", "$0", "DT_INT16", "CastMode.CAST_FLOOR"), [inp(SHAPE, "DT_BF16", "special")],
+    SHAPE, "DT_INT16", TILE)
 add("cast_fp16_bf16", step("cast", "$0", "DT_BF16"), [inp(SHAPE, "DT_FP16", "special")], SHAPE, "DT_BF16", TILE)
 add("cast_bf16_fp16", step("cast", "$0", "DT_FP16"), [inp(SHAPE, "DT_BF16", "special")], SHAPE, "DT_FP16", TILE)
 add("cast_int32_fp32", step("cast", "$0", "DT_FP32"), [inp(SHAPE, "DT_INT32", "int", range=[-2**30, 2**30])],
@@ -241,6 +271,9 @@ for dim, out in ((0, (2 * ROWS, COLS)), (1, (ROWS, 2 * COLS))):
     for dt in ("DT_FP32", "DT_BF16"):
         add(f"concat_dim{dim}_{dt_name(dt)}", step("concat", ["$0", "$1"], dim), [inp(SHAPE, dt), inp(SHAPE, dt)],
             out, dt, TILE)
+add("transpose_in_loop_out_of_bounds_rejected", step("transpose", "$0", 0, 1), [inp((32, 32))], (32, 32), "DT_FP32", (8, 32), loop=8)
+add("concat_in_loop_dynamic_fp32", step("concat", ["$0", "$1"], 1), [inp((20, 32)), inp((20, 32))], (20, 64),
+    "DT_FP32", (4, 32), loop=4, dynamic=True)
 add("concat_three_uneven_fp32", step("concat", ["$0", "$1", "$2"], 0), [inp((8, 32)), inp((4, 32)), inp((12, 32))],
     (24, 32), "DT_FP32", (8, 32))
 add("unsqueeze_add_fp32", [step("unsqueeze", "$1", 0), step("add", "$0", "$2")], [inp((4, 8, 32)), inp((8, 32))],

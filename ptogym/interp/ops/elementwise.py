@@ -32,6 +32,11 @@ def mul(input, other):
 
 
 def div(input, other):
+    """True division; pypto 0.2.0 rejects an integer dividend, by a tensor (DIVOpError) or a
+    scalar (DIVSOpError)."""
+    if isinstance(input, Tensor) and input.dtype.is_int:
+        violation("C-API-06", f"pypto.div of a {input.dtype} tensor: pypto rejects integer division; cast to a "
+                              f"float type first")
     return _binary("div", lambda a, b: a / b, input, other)
 
 
