@@ -1,8 +1,14 @@
 """Elementwise ops: binary arithmetic, comparisons, unary math, ``where``, ``softmax``.
-Each tile runs as one torch op in its declared dtype (bf16/fp16 rounded per op)."""
+Each tile runs as one torch op in its declared dtype (bf16/fp16 rounded per op).
+
+Where real pypto 0.2.0 computes an op as a composition of simpler ones, so does the
+interpreter, to give the same bits (checked by tests/conformance): ``rsqrt`` is
+1/sqrt, ``log2``/``log10`` are ln(x)/ln(base), ``sigmoid`` is 1/(1 + exp(-x)) and
+``softmax`` exp(x - max) / sum, all computed in fp32 for fp16/bf16 inputs."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import torch
 
@@ -26,6 +32,11 @@ def mul(input, other):
 
 
 def div(input, other):
+    """True division; pypto 0.2.0 rejects an integer dividend, by a tensor (DIVOpError) or a
+    scalar (DIVSOpError)."""
+    if isinstance(input, Tensor) and input.dtype.is_int:
+        violation("C-API-06", f"pypto.div of a {input.dtype} tensor: pypto rejects integer division; cast to a "
+                              f"float type first")
     return _binary("div", lambda a, b: a / b, input, other)
 
 
@@ -78,16 +89,16 @@ exp = _unary_op("exp", torch.exp)
 exp2 = _unary_op("exp2", torch.exp2)
 expm1 = _unary_op("expm1", torch.expm1)
 log = _unary_op("log", torch.log)
-log2 = _unary_op("log2", torch.log2)
-log10 = _unary_op("log10", torch.log10)
-log1p = _unary_op("log1p", torch.log1p)
+log2 = _unary_op("log2", lambda d: _in_fp32(d, lambda x: torch.log(x) / math.log(2.0)))
+log10 = _unary_op("log10", lambda d: _in_fp32(d, lambda x: torch.log(x) / math.log(10.0)))
+log1p = _unary_op("log1p", lambda d: torch.log1p(d.double()).to(d.dtype))  # fp32 torch.log1p flushes subnormals
 sqrt = _unary_op("sqrt", torch.sqrt)
-rsqrt = _unary_op("rsqrt", torch.rsqrt)
+rsqrt = _unary_op("rsqrt", lambda d: _in_fp32(d, lambda x: torch.reciprocal(torch.sqrt(x))))
 reciprocal = _unary_op("reciprocal", torch.reciprocal)
 abs = _unary_op("abs", torch.abs)
 neg = _unary_op("neg", torch.neg)
 relu = _unary_op("relu", torch.relu)
-sigmoid = _unary_op("sigmoid", torch.sigmoid)
+sigmoid = _unary_op("sigmoid", lambda d: _in_fp32(d, lambda x: torch.reciprocal(torch.exp(x * -1.0) + 1.0)))
 sin = _unary_op("sin", torch.sin)
 cos = _unary_op("cos", torch.cos)
 ceil = _unary_op("ceil", torch.ceil)
@@ -122,5 +133,16 @@ def where(condition: Tensor, input, other) -> Tensor:
     return result
 
 
+def _in_fp32(data: torch.Tensor, fn) -> torch.Tensor:
+    """fn computed in fp32 and rounded back to data's dtype once, as pypto computes
+    its composite ops (and rsqrt/log2/log10) for fp16/bf16 inputs."""
+    return fn(data.to(torch.float32)).to(data.dtype)
+
+
+def _softmax_fp32(x: torch.Tensor, dim: int) -> torch.Tensor:
+    shifted = torch.exp(x - torch.amax(x, dim, keepdim=True))
+    return shifted / torch.sum(shifted, dim, keepdim=True)
+
+
 def softmax(input: Tensor, dim: int) -> Tensor:
-    return _unary("softmax", lambda d: torch.softmax(d, dim), input)
+    return _unary("softmax", lambda d: _in_fp32(d, lambda x: _softmax_fp32(x, dim)), input)

@@ -1,14 +1,16 @@
-"""Reductions along one axis: ``sum`` (FP32 only, reduction-buffer check), ``amax``,
-``amin``, ``prod``, and ``max``/``min`` that also take two runtime integers."""
+"""Reductions along one axis: ``sum`` (reduction-buffer check; advice to reduce in
+FP32), ``amax``, ``amin``, ``prod``, and ``max``/``min`` of two runtime
+integers (pypto 0.2.0 has no tensor form of them)."""
 from __future__ import annotations
 
 import builtins
 import math
+import warnings
 
 import torch
 
 from .. import runtime
-from ..checks import violation
+from ..checks import ConstraintWarning, user_location, violation
 from ..dtypes import DT_FP32
 from ..platform import platform
 from ..symbolic import sym_max, sym_min, value_of
@@ -33,10 +35,14 @@ def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
 
 
 def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
-    """Sum along dim.  Only DT_FP32 (C-API-05); the input tile must fit the reduction
-    buffer (C-TILE-04)."""
+    """Sum along dim; the input tile must fit the reduction buffer (C-TILE-04).
+
+    pypto 0.2.0 accepts and computes any dtype (fp16/bf16 sums are rounded once to the
+    input dtype, int32 is exact), so a non-FP32 input is advice, not an error: a
+    ``ConstraintWarning`` [C-API-05] recommending to reduce in FP32."""
     if input.dtype is not DT_FP32:
-        violation("C-API-05", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
+        warnings.warn(f"[C-API-05] {user_location()}: pypto.sum on {input.dtype} {list(_static(input))}; "
+                      f"cast to DT_FP32 first for an accurate sum", ConstraintWarning, stacklevel=2)
     tile = runtime.current().vec_tile
     if tile is not None and len(tile) == input.dim():
         effective = [builtins.min(a, value_of(b)) for a, b in zip(tile, input._shape)]
@@ -59,14 +65,19 @@ def prod(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
     return _reduce("prod", lambda d, a, k: torch.prod(d, a, keepdim=k, dtype=d.dtype), input, dim, keepdim)
 
 
-def max(a, b=-1, keepdim: bool = False):
-    """``pypto.max``: of two runtime integers; on a tensor, the max along dim ``b``."""
-    if isinstance(a, Tensor):
-        return amax(a, b, keepdim)
+def _scalar_only(op: str, a, b):
+    """pypto.max/min take two runtime integers; pypto 0.2.0 has no tensor form (amax/amin)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        violation("C-API-06", f"pypto.{op} takes two scalars (SymbolicScalar or int); for a tensor use pypto.a{op}")
+
+
+def max(a, b):
+    """``pypto.max`` of two runtime integers (pypto 0.2.0 has no tensor form of them)."""
+    _scalar_only("max", a, b)
     return sym_max(a, b)
 
 
-def min(a, b=-1, keepdim: bool = False):
-    if isinstance(a, Tensor):
-        return amin(a, b, keepdim)
+def min(a, b):
+    """``pypto.min`` of two runtime integers (pypto 0.2.0 has no tensor form of them)."""
+    _scalar_only("min", a, b)
     return sym_min(a, b)
