@@ -10,6 +10,8 @@ loops), platform (profiles), checks (constraint ids, lenient mode).
 """
 from . import experimental  # noqa: F401
 from . import frontend  # noqa: F401
+from . import enums, operation, pypto_impl  # noqa: F401
+from .ops import distributed  # noqa: F401
 from .checks import CHECKS, ConstraintViolation, ConstraintWarning, lenient  # noqa: F401
 from .config import (CachePolicy, get_codegen_options, get_cube_tile_shapes, get_debug_options,  # noqa: F401
                      get_host_options, get_pass_options, get_runtime_options, get_vec_tile_shapes,
@@ -24,10 +26,31 @@ from .ops import *  # noqa: F401,F403 (ops.__all__ includes sum/max/min/abs/roun
 from .platform import platform, set_platform  # noqa: F401
 from .symbolic import SymbolicScalar, ceildiv  # noqa: F401
 from .tensor import Tensor, assemble, reshape, view  # noqa: F401
+from .controls import (CompStage, CubeTile, PassConfigKey, PassConfigs, SymInt, cond,  # noqa: F401
+                       convert_to_element, get_global_config, get_pass_config, get_pass_configs,
+                       get_pass_default_config, options, pass_verify_print, pass_verify_save, reset_options,
+                       set_global_config, set_matrix_size, set_pass_config, set_pass_default_config,
+                       set_print_options, to_sym, to_syms)
+from .enums import AtomicType, OpType, OutType, ReduceMode, ReLuType, ScatterMode, TileOpFormat, TransMode  # noqa
+from .operation import op_wrapper  # noqa: F401
+from .ops.unsupported import (ConfigScope, Function, function, get_current_function,  # noqa: F401
+                              get_current_scope, get_last_function, get_options_tree, set_verify_golden_data,
+                              verify)
+
+enum = enums  # ``pypto.enum`` (a module name the standard library also uses, hence enums.py)
 
 tensor = Tensor
 element = Element
 symbolic_scalar = SymbolicScalar
+
+
+def _in_place(op):
+    def method(self, *args, **kwargs):
+        self.move(op(self, *args, **kwargs))
+        return self
+
+    method.__name__ = f"{getattr(op, '__name__', 'fill')}_"
+    return method
 
 
 def _tensor_methods():
@@ -36,8 +59,14 @@ def _tensor_methods():
     for name in ["add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "relu", "sigmoid",
                  "sin", "cos", "reciprocal", "amax", "amin", "sum", "prod", "transpose", "maximum", "minimum",
                  "round", "ceil", "floor", "trunc", "sign", "clone", "softmax", "gather", "unsqueeze",
-                 "scatter_update", "exp2", "expm1", "log1p", "log2", "log10", "fmod", "greater", "logical_not"]:
+                 "scatter_update", "exp2", "expm1", "log1p", "log2", "log10", "fmod", "greater", "logical_not",
+                 "hypot", "prelu", "lrelu", "topk", "sort32", "mrgsort", "signbit", "gathermask", "index_add_",
+                 "index_add", "cumsum", "gcd", "triu", "tril", "expand_clone", "pad", "fillpad", "scatter_",
+                 "scatter", "var"]:
         setattr(Tensor, name, getattr(ops, name))
+    for name in ("triu", "tril"):  # in place: the result moved into the tensor
+        setattr(Tensor, f"{name}_", _in_place(getattr(ops, name)))
+    Tensor.fill_ = _in_place(lambda self, value: ops.full(self.shape, value, self.dtype))
     Tensor.view = view
     Tensor.reshape = reshape
     Tensor.matmul = ops.matmul
