@@ -2,7 +2,13 @@
 Not emulated: every name raises NotImplementedError saying why (see unsupported)."""
 from __future__ import annotations
 
+from ..controls import to_syms  # noqa: F401
+from ..dtypes import DataType  # noqa: F401
 from ..enums import AtomicType, OpType  # noqa: F401
+from ..frontend import loop  # noqa: F401
+from ..operation import op_wrapper  # noqa: F401
+from ..symbolic import SymbolicScalar  # noqa: F401
+from ..tensor import Tensor  # noqa: F401
 from .unsupported import MULTI_DEVICE, not_emulatable, not_emulatable_class
 
 ShmemTensor = not_emulatable_class("distributed.ShmemTensor", MULTI_DEVICE)
