@@ -10,7 +10,6 @@ from .controls import to_syms  # noqa: F401
 from .enums import AtomicType  # noqa: F401
 from .operation import op_wrapper  # noqa: F401
 from .ops.distributed import ShmemTensor  # noqa: F401
-from .ops.layout import transpose
 from .ops.matmul import matmul
 from .ops.unsupported import MULTI_DEVICE, NPU_INTERNAL, get_current_scope, not_emulatable  # noqa: F401
 from .symbolic import SymbolicScalar  # noqa: F401
@@ -37,9 +36,17 @@ def gather_in_ub(param: Tensor, indices: Tensor, block_table: Tensor, block_size
     return wrap(param.data[rows], param.dtype, [indices._shape[-1], param._shape[-1]])
 
 
+def _swap_leading(t: Tensor) -> Tensor:
+    """(X, Y, ...) -> (Y, X, ...) without a vector op: the fused cube op reads it that way."""
+    shape = list(t._shape)
+    shape[0], shape[1] = shape[1], shape[0]
+    return wrap(t.data.transpose(0, 1).contiguous(), t.dtype, shape)
+
+
 def transposed_batchmatmul(tensor_a: Tensor, tensor_b: Tensor, out_dtype) -> Tensor:
     """(M, B, K) x (B, K, N) -> (M, B, N): a batched matmul over B with a's first two axes swapped."""
-    return transpose(matmul(transpose(tensor_a, 0, 1), tensor_b, out_dtype), 0, 1)
+    note_operand(tensor_a)
+    return _swap_leading(matmul(_swap_leading(tensor_a), tensor_b, out_dtype))
 
 
 gather_in_l1 = not_emulatable("experimental.gather_in_l1", "a gather into the cube unit's L1 operand layout "
