@@ -10,7 +10,9 @@ independent torch reference written from pypto's documented formula instead).
 Outputs must be bitwise equal, except the reductions listed in ``REDUCTION_ULPS``
 (pypto sums in another order: at most two ulps of the result apart).
 """
+import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from api_op_cases import CASES, builder
 from interp_helpers import assert_same
 
 FIXTURE = Path(__file__).parent / "fixtures" / "api_ops.pt"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 RECORDED = torch.load(FIXTURE)
 REDUCTION_ULPS = {"var_fp32": 2, "var_fp32_keepdim": 2}
 REJECTIONS = (pypto.ConstraintViolation, RuntimeError, ValueError, TypeError, NotImplementedError)
@@ -118,3 +121,18 @@ def test_rejection_names_the_rule_and_the_kernel_line():
         _run(CASES["pad_value_one"], RECORDED["pad_value_one"]["inputs"])
     assert caught.value.check_id == "C-API-06" and "0, inf or -inf" in caught.value.details
     assert caught.value.location.endswith("api_case_pad_value_one.py:5")
+
+
+# a small live sample: real pypto still produces what the fixture holds
+@pytest.mark.pypto
+@pytest.mark.skipif(importlib.util.find_spec("pypto") is None, reason="the real pypto package is not installed")
+@pytest.mark.parametrize("name", ["cumsum_fp32_dim1", "topk_fp32", "scalar_div_s_reverse_fp32", "pad_value_one"])
+def test_fixture_is_what_real_pypto_does_now(name):
+    import record_api_fixtures
+
+    live = record_api_fixtures.record(CASES[name])
+    if "outputs" in RECORDED[name]:
+        for now, recorded in zip(live["outputs"], RECORDED[name]["outputs"]):
+            assert_same(now, recorded)
+    else:
+        assert live.get("stage") == RECORDED[name]["stage"]
