@@ -158,3 +158,17 @@ def test_gathermask_patterns(pattern, period, kept):
     x = rand([8, 64])
     ref = x[:, kept::period].contiguous()
     assert_same(run_op(lambda t: pypto.gathermask(t, pattern), [x], ref), ref)
+
+
+def test_operators_pypto_defines_on_tensor():
+    x, y = rand([8, 64], seed=1).abs() + 0.5, rand([8, 64], seed=2).abs() + 0.5
+
+    def body(a, b):
+        return (+a) ** 2.0 + a % 1.5 + a // b + 3.0 / b
+
+    ref = torch.pow(x, 2.0) + torch.remainder(x, 1.5) + torch.floor(x / y) + torch.reciprocal(y) * 3.0
+    assert_same(run_op(body, [x, y], x), ref)
+    a, b = rand([16, 32], torch.float16, 3), rand([32, 16], torch.float16, 4)
+    got = run_op(lambda p, q: p @ q, [a, b], ([16, 16], torch.float16), tile=None,
+                 cube=([16, 16], [32, 32], [16, 16]))
+    torch.testing.assert_close(got.double(), a.double() @ b.double(), rtol=2e-3, atol=2e-3)

@@ -19,7 +19,7 @@ from .config import (CachePolicy, get_codegen_options, get_cube_tile_shapes, get
                      set_debug_options, set_host_options, set_options, set_pass_options, set_runtime_options,
                      set_semantic_label, set_vec_tile_shapes, set_verify_options)
 from .dtypes import *  # noqa: F401,F403
-from .dtypes import DataType, bytes_of  # noqa: F401
+from .dtypes import DT_BF16, DT_FP16, DT_FP32, DT_INT8, DT_INT32, DataType, bytes_of  # noqa: F401
 from .frontend import (DYN, DYNAMIC, STATIC, RunMode, StatusType, is_loop_begin, is_loop_end,  # noqa: F401
                        loop, loop_unroll)
 from .ops import *  # noqa: F401,F403 (ops.__all__ includes sum/max/min/abs/round/pow)
@@ -78,6 +78,22 @@ def _tensor_methods():
     Tensor.__rmul__ = lambda self, other: ops.mul(self, other)
     Tensor.__rsub__ = lambda self, other: ops.add(ops.neg(self), other)
     Tensor.__neg__ = ops.neg
+    Tensor.__pos__ = lambda self: self
+    Tensor.__pow__ = ops.pow
+    Tensor.__mod__ = ops.remainder
+    Tensor.__floordiv__ = lambda self, other: ops.floor(ops.div(self, other))
+    Tensor.__rtruediv__ = lambda self, other: ops.mul(ops.reciprocal(self), other)  # as pypto: other * (1/self)
+    Tensor.__matmul__ = _matmul_operator
+    Tensor.assemble = lambda self, input, offsets: assemble(input, offsets, self)
+
+
+def _matmul_operator(self, other):
+    """``a @ b``: pypto's output dtype is b's for FP16/BF16/FP32 and DT_INT32 for DT_INT8."""
+    if other.dtype in (DT_FP16, DT_BF16, DT_FP32):
+        return ops.matmul(self, other, other.dtype)
+    if other.dtype is DT_INT8:
+        return ops.matmul(self, other, DT_INT32)
+    raise RuntimeError("unsupported dtype")
 
 
 _tensor_methods()

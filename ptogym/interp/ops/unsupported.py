@@ -48,5 +48,5 @@ set_verify_golden_data = not_emulatable("set_verify_golden_data", "golden data f
 get_options_tree = not_emulatable("get_options_tree", "pypto's option schema lives in its C++ configuration")
 get_current_scope = not_emulatable("get_current_scope", "the C++ configuration scope of pypto's compiler")
 ConfigScope = not_emulatable_class("ConfigScope", "the C++ configuration scope of pypto's compiler")
-mrgsort = not_emulatable("mrgsort", "pypto 0.2.0's MrgSort verifier rejected every kernel tried (merging sort32 "
-                                    "output), so there is no verified result to reproduce")
+mrgsort = not_emulatable("mrgsort", "pypto 0.2.0's MrgSort verifier rejected every kernel tried (sort32 output "
+                                    "merged with mergesize 2, 32 or 64), so there is no verified result to reproduce")
