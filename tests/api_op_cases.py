@@ -247,6 +247,32 @@ def _cases() -> list:
     add(Case("ceil_div_fp32", "pypto.ceil_div(t0, t1)", [rand(S, F32, 1), rand(S, F32, 2, 1, 4)], [(S, F32)]))
     add(Case("signbit_int32", "pypto.signbit(t0)", [rand(S, I32, 1)], [(S, BOOL)]))
     add(Case("rms_norm_bf16_no_gamma", "pypto.rms_norm(t0)", [rand(S, BF16, 1)], [(S, BF16)]))
+    # published-kernel forms: paged-KV gather, transposed batch matmul, operators, methods, controls
+    kv = torch.arange(6 * 16, dtype=torch.float32).reshape(6, 16).to(F16)
+    add(Case("gather_in_ub_fp16", "pypto.experimental.gather_in_ub(t0, t1, t2, 2, -2)",
+             [kv, torch.tensor([[0, 4, 3]], dtype=I32), torch.tensor([[0, 2, 1]], dtype=I32)], [([3, 16], F16)],
+             tile=(8, 16)))
+    add(Case("transposed_batchmatmul_fp16",
+             "pypto.set_cube_tile_shapes([16, 16], [32, 32], [64, 64])\n"
+             "o0[:] = pypto.experimental.transposed_batchmatmul(t0, t1, pypto.DT_FP32)",
+             [rand([16, 2, 32], F16, 1), rand([2, 32, 64], F16, 2)], [([16, 2, 64], F32)], tile=(16, 2, 64)))
+    add(Case("matmul_operator_fp16", "pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])\no0[:] = t0 @ t1",
+             [rand([16, 32], F16, 1), rand([32, 16], F16, 2)], [([16, 16], F16)], tile=(16, 16)))
+    add(Case("rtruediv_fp32", "3.0 / t0", [rand(S, F32, 1, 0.5, 4)], [(S, F32)]))
+    add(Case("floordiv_pow_fp32", "(t0 // t1) + (t0 ** 2.0)",
+             [rand(S, F32, 1, 0.5, 4), rand(S, F32, 2, 0.5, 4)], [(S, F32)]))
+    add(Case("methods_fp32", "t0.cumsum(1) + t0.var(-1, keepdim=True)", [rand(S, F32, 1)], [(S, F32)]))
+    add(Case("fill__clone_fp32", "u = pypto.clone(t0)\nu.fill_(2.0)\no0[:] = u", [rand(S, F32, 1)], [(S, F32)]))
+    add(Case("set_matrix_size_fp32", "pypto.set_matrix_size([8, 64])\no0[:] = pypto.exp(t0)", [rand(S, F32, 1)],
+             [(S, F32)]))
+    add(Case("sort32_two_groups_offset", "pypto.sort32(t0, 100)", [distinct([4, 64])], [([4, 128], F32)],
+             tile=(4, 128)))
+    add(Case("topk_3d_fp32", "v, i = pypto.topk(t0, 4)\no0[:] = v\no1[:] = i", [distinct([2, 4, 64])],
+             [([2, 4, 4], F32), ([2, 4, 4], I32)], tile=(2, 4, 64)))
+    add(Case("scatter_element_fp32", "pypto.scatter(t0, 1, t1, pypto.Element(pypto.DT_FP32, -1.5))",
+             [rand(S, F32, 1), cols], [(S, F32)]))
+    add(Case("cumsum_3d_dim1", "pypto.cumsum(t0, 1)", [rand([2, 8, 64], F32, 1)], [([2, 8, 64], F32)],
+             tile=(2, 8, 64)))
     return c
 
 
