@@ -40,8 +40,7 @@ from .ops.unsupported import (ConfigScope, Function, function, get_current_funct
 enum = enums  # ``pypto.enum`` (a module name the standard library also uses, hence enums.py)
 # pypto's sub-modules kernels import by name, and the interpreter module standing for each
 PYPTO_MODULES = {"pypto.frontend": frontend, "pypto.experimental": experimental, "pypto.operation": operation,
-                 "pypto.pypto_impl": pypto_impl, "pypto.enum": enums, "pypto.distributed": distributed,
-                 "pypto.op.distributed": distributed}
+                 "pypto.pypto_impl": pypto_impl, "pypto.enum": enums, "pypto.distributed": distributed}
 
 tensor = Tensor
 element = Element
