@@ -9,7 +9,7 @@ under both namespaces.
 """
 import importlib.util
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch

@@ -92,6 +92,7 @@ def _tensor_methods():
 
 def _matmul_operator(self, other):
     """``a @ b``: pypto's output dtype is b's for FP16/BF16/FP32 and DT_INT32 for DT_INT8."""
+    from . import ops
     if other.dtype in (DT_FP16, DT_BF16, DT_FP32):
         return ops.matmul(self, other, other.dtype)
     if other.dtype is DT_INT8:
