@@ -9,6 +9,7 @@ to ``tests/fixtures/api_ops.pt``, which ``tests/test_interp_api_ops.py`` compare
 
 With case names, only those are re-recorded (the others keep their entries).
 """
+import re
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,18 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 FIXTURE = REPO / "tests" / "fixtures" / "api_ops.pt"
+
+
+_NOISE = ("lib", "pypto_impl", "/", "<", "func:", "filename:", "lineno:")
+
+
+def summarise_error(message: str) -> str:
+    """pypto's error without backtraces, temporary paths or per-run graph hashes, so
+    that re-recording gives the same text."""
+    message = message.split("\n--- pypto log", 1)[0].split(": ", 2)[-1]
+    lines = [line for line in message.splitlines() if line.strip() and not line.startswith(_NOISE)]
+    lines = [re.sub(r"\d+, \d+, (\d+, \w+OpError)", r"\1", line) for line in lines]
+    return "\n".join(lines[:3])
 
 
 def record(case) -> dict:
@@ -35,10 +48,9 @@ def record(case) -> dict:
     try:
         report = backend.launch(builder(case), {}, inputs + outputs)
     except rt.PyptoRunError as exc:
-        message = str(exc).split("\n--- pypto log", 1)[0]
-        entry["error"] = message.split(": ", 2)[-1][:500]
+        entry["error"] = summarise_error(str(exc))
         # pypto accepted the kernel but its cost model has no timing for the op: no numbers
-        entry["stage"] = "cost-model" if "[SIMULATION]" in message else "rejected"
+        entry["stage"] = "cost-model" if "[SIMULATION]" in str(exc) else "rejected"
         return entry
     if not report.outputs_valid:
         raise SystemExit(f"{case.name}: pypto did not compute the outputs")
