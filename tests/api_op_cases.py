@@ -23,7 +23,8 @@ class Case:
     name: str
     code: str                      # kernel statements; without ``o0`` it is the expression written to o0
     inputs: list                   # torch tensors (t0, t1, ...)
-    outputs: list                  # (shape, torch dtype) per output (o0, o1, ...)
+    outputs: list                  # per output (o0, o1, ...): (shape, torch dtype), zero-filled, or a
+                                   # tensor: its initial content (an in/out parameter)
     tile: tuple = (8, 64)
     helpers: str = ""              # module-level code before the kernel (e.g. an op_wrapper helper)
 
@@ -31,8 +32,11 @@ class Case:
         code = self.code if "o0" in self.code else f"o0[:] = {self.code}"
         return code.strip().splitlines()
 
+    def output_specs(self) -> list:
+        return [(list(o.shape), o.dtype) if isinstance(o, torch.Tensor) else o for o in self.outputs]
+
     def empty_outputs(self) -> list:
-        return [torch.zeros(shape, dtype=dtype) for shape, dtype in self.outputs]
+        return [o.clone() if isinstance(o, torch.Tensor) else torch.zeros(o[0], dtype=o[1]) for o in self.outputs]
 
 
 def _spec(shape, dtype) -> str:
@@ -41,7 +45,7 @@ def _spec(shape, dtype) -> str:
 
 def kernel_source(case: Case) -> str:
     params = [f"t{i}: {_spec(t.shape, t.dtype)}" for i, t in enumerate(case.inputs)]
-    params += [f"o{i}: {_spec(shape, dtype)}" for i, (shape, dtype) in enumerate(case.outputs)]
+    params += [f"o{i}: {_spec(shape, dtype)}" for i, (shape, dtype) in enumerate(case.output_specs())]
     body = [f"pypto.set_vec_tile_shapes({', '.join(map(str, case.tile))})"] + case.statements()
     helpers = "".join(f"    {line}\n" for line in case.helpers.strip().splitlines())
     return ("def build(pypto):\n" + helpers +
@@ -274,6 +278,12 @@ def _cases() -> list:
              [rand(S, F32, 1), cols], [(S, F32)]))
     add(Case("cumsum_3d_dim1", "pypto.cumsum(t0, 1)", [rand([2, 8, 64], F32, 1)], [([2, 8, 64], F32)],
              tile=(2, 8, 64)))
+    # in place on an in/out parameter (a cache updated by the kernel)
+    add(Case("index_put_param_fp32", "pypto.index_put_(o0, (t0,), t1)", [rows, rand([4, 64], F32, 2)],
+             [rand(S, F32, 1)]))
+    add(Case("scatter__param_fp32", "pypto.scatter_(o0, 1, t0, 2.0)", [cols], [rand(S, F32, 1)]))
+    add(Case("index_add__param_fp32", "pypto.index_add_(o0, 0, t0, t1)", [rows, rand([4, 64], F32, 2)],
+             [rand(S, F32, 1)]))
     return c
 
 
