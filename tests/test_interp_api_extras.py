@@ -173,6 +173,9 @@ def test_operators_pypto_defines_on_tensor():
 
     ref = torch.pow(x, 2.0) + torch.remainder(x, 1.5) + torch.floor(x / y) + torch.reciprocal(y) * 3.0
     assert_same(run_op(body, [x, y], x), ref)
+    got = run_op(lambda p, q: pypto.logical_and(p == q, p != q), [x, x.clone()], (x.shape, torch.bool))
+    assert not got.any()
+    assert len({pypto.Tensor([1], pypto.DT_FP32) for _ in range(3)}) == 3  # still hashable, by identity
     a, b = rand([16, 32], torch.float16, 3), rand([32, 16], torch.float16, 4)
     got = run_op(lambda p, q: p @ q, [a, b], ([16, 16], torch.float16), tile=None,
                  cube=([16, 16], [32, 32], [16, 16]))

@@ -6,7 +6,9 @@ enforcing PyPTO's constraints as named checks (``checks.CHECKS``).
 
 Layout: dtypes (DT_*), symbolic (dynamic dims, loop indices), tensor (view,
 assemble, slicing), ops (compute), config (tile shapes, options), frontend (jit,
-loops), platform (profiles), checks (constraint ids, lenient mode).
+loops), platform (profiles), checks (constraint ids, lenient mode), enums
+(pypto.enum), controls (cond, options scopes, pass config, debug prints),
+operation / pypto_impl (the module paths published kernels import from).
 """
 from . import experimental  # noqa: F401
 from . import frontend  # noqa: F401
@@ -81,6 +83,8 @@ def _tensor_methods():
     Tensor.__rmul__ = lambda self, other: ops.mul(self, other)
     Tensor.__rsub__ = lambda self, other: ops.add(ops.neg(self), other)
     Tensor.__neg__ = ops.neg
+    Tensor.__eq__, Tensor.__ne__ = ops.eq, ops.ne  # elementwise, as in pypto
+    Tensor.__hash__ = object.__hash__  # identity, as before __eq__ was defined
     Tensor.__pos__ = lambda self: self
     Tensor.__pow__ = ops.pow
     Tensor.__mod__ = ops.remainder
