@@ -644,6 +644,18 @@ def api_mm_inner():
 
 
 @pypto.frontend.jit
+def shift_int32_kernel(x: pypto.Tensor([8, 64], pypto.DT_INT32), out: pypto.Tensor([8, 64], pypto.DT_INT32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.bitwise_left_shift(x, 2)  # MARK: api_shift_int32
+
+
+# real pypto's CheckBitwiseShiftDtype rejects it: tests/fixtures/api_ops.pt, case bitwise_left_shift_int32
+@case("C-API-07", "pypto.bitwise_left_shift on DT_INT32 [8, 64]", lenient_runs=True)
+def api_shift_int32():
+    shift_int32_kernel(torch.zeros(8, 64, dtype=torch.int32), torch.zeros(8, 64, dtype=torch.int32))
+
+
+@pypto.frontend.jit
 def dynamic_whole_kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], F32), out: pypto.Tensor([pypto.DYNAMIC, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
     out.move(pypto.exp(x))  # MARK: loop_dynamic_whole

@@ -38,6 +38,7 @@ CHECKS = {
     "C-API-03": "broadcast operands need equal rank and dims that are equal or 1",
     "C-API-05": "pypto.sum accepts only DT_FP32 input",
     "C-API-06": "invalid argument value for a PyPTO op",
+    "C-API-07": "the op does not accept this operand dtype (pypto 0.2.0 rejects the kernel)",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
                    "break, continue, with or try, and no `from __future__ import annotations` in its module",
 }

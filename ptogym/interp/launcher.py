@@ -20,6 +20,7 @@ def bind_pypto() -> None:
     sys.modules["pypto"] = interp
     sys.modules["pypto.frontend"] = frontend
     sys.modules["pypto.experimental"] = experimental
+    sys.modules.update(interp.PYPTO_MODULES)
 
 
 def main(argv: list[str]) -> int:
