@@ -55,10 +55,12 @@ def test_api_coverage_doc_is_current(table):
 def test_enum_members_have_pypto_values():
     import pypto
 
+    def values(enum_type):
+        return {k: int(getattr(v, "value", v)) for k, v in enum_type.__members__.items()}
+
     for name in ("TileOpFormat", "ReduceMode", "OpType", "OutType", "ReLuType", "TransMode", "ScatterMode",
-                 "AtomicType"):
-        theirs = {k: int(v) for k, v in getattr(pypto, name).__members__.items()}
-        ours = {k: int(v) for k, v in getattr(interp, name).__members__.items()}
+                 "AtomicType", "CastMode", "SaturationMode", "CachePolicy"):
+        theirs, ours = values(getattr(pypto, name)), values(getattr(interp, name))
         assert ours == theirs, name
 
 

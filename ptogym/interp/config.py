@@ -8,9 +8,9 @@ from . import runtime
 from .checks import violation
 
 
-class CachePolicy(enum.Enum):
-    NONE_CACHEABLE = 0
-    MAX_NUM = 1
+class CachePolicy(enum.Enum):  # values as pypto numbers them
+    NONE_CACHEABLE = 1
+    MAX_NUM = 2
 
 
 def _is_int(x) -> bool:

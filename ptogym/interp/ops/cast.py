@@ -36,9 +36,9 @@ class CastMode(enum.Enum):
     CAST_ODD = 6
 
 
-class SaturationMode(enum.Enum):
-    OFF = 0
-    ON = 1
+class SaturationMode(enum.Enum):  # values as pypto numbers them
+    OFF = 1
+    ON = 0
 
 
 _TO_INTEGRAL = {CastMode.CAST_ROUND: torch.round, CastMode.CAST_FLOOR: torch.floor,
