@@ -56,18 +56,24 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
 
 def _simulate(op_name: str, case_id: str) -> dict:
     """Cost-model figures for the default kernel and every declared variant."""
-    from ptogym.backends._pypto_runtime import platform_model
+    from ptogym.backends import _pypto_runtime as rt
 
+    try:
+        return _simulate_variants(op_name, case_id, rt.platform_model()["hbm_gbps"])
+    finally:  # pool workers skip atexit: remove this process's pypto run directory now
+        rt.end_session()
+
+
+def _simulate_variants(op_name: str, case_id: str, ceiling_gbps: float) -> dict:
     spec = get_op(op_name)
     case = next(c for c in load_cases(spec.cases_path, spec) if c.id == case_id)
     inputs = make_case_inputs(spec, case)
     hbm_bytes = spec.hbm_bytes(case)
     sim = get_backend("pypto-sim")
-    sim.max_compute_elements = 0  # the cost model alone: numbers are the runner's business
-    ceiling_gbps = platform_model()["hbm_gbps"]
     results = {}
     for variant in (None, *spec.extra.get("variants", {})):
-        _, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim, variant=variant)
+        with sim.cost_only():  # numbers are the runner's business
+            _, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim, variant=variant)
         us = report.simulated_us
         gbps = hbm_bytes / (us * 1e-6) / 1e9 if us else None
         results[variant or "default"] = {

@@ -242,6 +242,12 @@ def session() -> Session:
     return sess
 
 
+def end_session() -> None:
+    """Remove this process's run directory now (processes that skip atexit)."""
+    if _session is not None:
+        _session.cleanup()
+
+
 def import_pypto(verbose: bool = False):
     """Import ``pypto`` with the session env in place; raise BackendUnavailable."""
     global _pypto
