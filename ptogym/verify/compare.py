@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -152,13 +153,16 @@ def detailed_tensor_compare(
     dtypes.  Two leaves give a ``CompareResult``; anything nested gives a
     ``CompositeResult``.  With ``max_error_ratio > 0`` a leaf passes while the share
     of failing elements stays within it, unless it holds NaN or the shapes differ.
-    Raises TypeError for leaves that are not numbers (naming their path).
+    Raises TypeError for leaves that are not numbers (naming their path) and
+    ValueError for invalid tolerances (naming the argument).
     """
     name = tensor_name or "output"
+    check_tolerances(rtol=rtol, atol=atol, max_error_ratio=max_error_ratio, int_tolerance=int_tolerance,
+                     max_outliers=max_outliers)
     options = dict(rtol=rtol, atol=atol, max_outliers=max_outliers,
                    max_error_ratio=max_error_ratio, int_tolerance=int_tolerance)
     if _is_leaf(actual) and _is_leaf(expected):
-        return _compare_leaf(_as_tensor(actual, name), _as_tensor(expected, name), name, **options)
+        return _compare_leaf(*_as_tensor(actual, name), *_as_tensor(expected, name), name, **options)
     composite = CompositeResult(name=name, leaves={}, structure_errors=[])
     _compare_tree(actual, expected, name, composite, options)
     return composite
@@ -183,7 +187,7 @@ def _compare_tree(actual: Any, expected: Any, path: str, into: CompositeResult, 
     if _kind(actual) != kind:
         into.structure_errors.append(f"{path}: actual is a {_kind(actual)}, expected a {kind}")
     elif kind == "tensor":
-        into.leaves[path] = _compare_leaf(_as_tensor(actual, path), _as_tensor(expected, path), path, **options)
+        into.leaves[path] = _compare_leaf(*_as_tensor(actual, path), *_as_tensor(expected, path), path, **options)
     elif kind == "sequence":
         if len(actual) != len(expected):
             into.structure_errors.append(f"{path}: actual has {len(actual)} items, expected {len(expected)}")
@@ -201,16 +205,54 @@ def _compare_tree(actual: Any, expected: Any, path: str, into: CompositeResult, 
                 _compare_tree(actual[key], expected[key], f"{path}[{key!r}]", into, options)
 
 
-def _as_tensor(value: Any, path: str) -> torch.Tensor:
+def _as_tensor(value: Any, path: str) -> tuple[torch.Tensor, str]:
+    """A dense CPU tensor of a comparable dtype holding *value*'s numbers, and the
+    name of the dtype it came in.  Sparse tensors become dense, quantized ones are
+    dequantized, float8 (and other narrow floats) widen exactly to float32; meta,
+    complex and dtypes torch cannot convert are refused with TypeError."""
     if isinstance(value, torch.Tensor):
-        tensor = value.detach().cpu()
+        tensor = value.detach()
     elif isinstance(value, (np.ndarray, *_SCALAR_TYPES)):
         tensor = torch.as_tensor(np.asarray(value))
     else:
         raise TypeError(f"{path}: cannot compare a {type(value).__name__}; expected a tensor, array or number")
+    dtype_name = _dtype_name(tensor.dtype)
+    if tensor.device.type == "meta":
+        raise TypeError(f"{path}: a meta tensor holds no values to compare")
     if tensor.is_complex():
         raise TypeError(f"{path}: complex tensors are not supported; compare torch.view_as_real of both sides")
-    return tensor
+    try:
+        if tensor.is_quantized:
+            tensor = tensor.dequantize()
+        if tensor.layout != torch.strided:
+            tensor = tensor.to_dense()
+        tensor = tensor.cpu()
+        if tensor.dtype.is_floating_point and tensor.dtype not in _NATIVE_FLOATS:
+            tensor = tensor.to(torch.float32)  # every narrower float is exact in float32
+        elif not tensor.dtype.is_floating_point and tensor.dtype not in _INTEGERS:
+            raise TypeError("not a number type")
+    except (RuntimeError, TypeError) as error:
+        raise TypeError(f"{path}: cannot compare dtype {dtype_name}: {error}") from None
+    return tensor, dtype_name
+
+
+_NATIVE_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+             torch.uint16, torch.uint32, torch.uint64)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_tolerances(*, rtol: Any, atol: Any, max_error_ratio: Any, int_tolerance: Any,
+                     max_outliers: Any = 0) -> None:
+    """Raise ValueError naming the first tolerance that is not a valid value."""
+    for name, value, maximum in (("rtol", rtol, math.inf), ("atol", atol, math.inf),
+                                 ("max_error_ratio", max_error_ratio, 1.0)):
+        if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+                or not 0 <= value <= maximum):
+            raise ValueError(f"{name}: must be a finite number in [0, {maximum:g}], got {value!r}")
+    for name, value in (("int_tolerance", int_tolerance), ("max_outliers", max_outliers)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
 
 
 # ------------------------------------------------------------------------ one leaf
@@ -222,13 +264,14 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _compare_leaf(actual: torch.Tensor, expected: torch.Tensor, name: str, *, rtol: float, atol: float,
-                  max_outliers: int, max_error_ratio: float, int_tolerance: int) -> CompareResult:
+def _compare_leaf(actual: torch.Tensor, actual_dtype: str, expected: torch.Tensor, expected_dtype: str, name: str,
+                  *, rtol: float, atol: float, max_outliers: int, max_error_ratio: float,
+                  int_tolerance: int) -> CompareResult:
     integer_mode = _is_integer(actual.dtype) and _is_integer(expected.dtype)
     result = CompareResult(
         name=name, all_close=False, shape_match=actual.shape == expected.shape,
         actual_shape=tuple(actual.shape), expected_shape=tuple(expected.shape),
-        actual_dtype=_dtype_name(actual.dtype), expected_dtype=_dtype_name(expected.dtype),
+        actual_dtype=actual_dtype, expected_dtype=expected_dtype,
         integer_mode=integer_mode, rtol=rtol, atol=atol, max_error_ratio=max_error_ratio,
         int_tolerance=int_tolerance, total_elements=expected.numel(),
         actual_nan_count=_count(torch.isnan, actual), expected_nan_count=_count(torch.isnan, expected),
@@ -280,9 +323,21 @@ def _float_differences(actual: torch.Tensor, expected: torch.Tensor, rtol: float
 
 
 def _integer_differences(actual: torch.Tensor, expected: torch.Tensor, int_tolerance: int):
-    """Exact integer differences: no float64 rounding of large int64 values."""
-    diff = (actual.to(torch.int64) - expected.to(torch.int64)).abs_()
-    return diff.to(torch.float64), expected.to(torch.float64).abs_(), diff <= int_tolerance
+    """Exact integer differences: int64 arithmetic, and Python integers for the
+    elements where int64 cannot hold the values (uint64 >= 2**63) or their difference."""
+    a, e = actual.to(torch.int64), expected.to(torch.int64)  # uint64 >= 2**63 wraps: redone below
+    diff = a - e
+    exact = ((a ^ e) < 0) & ((diff ^ a) < 0) | (diff == _INT64_MIN)  # overflowed, or |diff| does
+    for tensor in (actual, expected):
+        if tensor.dtype == torch.uint64:
+            exact |= tensor.to(torch.int64) < 0  # wrapped: the value is >= 2**63
+    diff = diff.abs_()
+    close = diff <= min(int_tolerance, _INT64_MAX)
+    abs_diff = diff.to(torch.float64)
+    for i in exact.nonzero().flatten().tolist():
+        true_diff = abs(int(actual[i].item()) - int(expected[i].item()))
+        abs_diff[i], close[i] = float(true_diff), true_diff <= int_tolerance
+    return abs_diff, expected.to(torch.float64).abs_(), close
 
 
 def _relative(abs_diff: torch.Tensor, abs_expected: torch.Tensor, has_special_values: bool) -> torch.Tensor:
