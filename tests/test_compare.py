@@ -206,7 +206,7 @@ def test_float8_compares_exactly_widened(dtype):
     assert result.max_diff == 0.25
 
 
-@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor")
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor", "ignore:Sparse CSR tensor support")
 def test_sparse_and_quantized_compare_by_value():
     dense = torch.tensor([[0.0, 1.5], [2.0, 0.0]])
     assert compare(dense.to_sparse(), dense).all_close and compare(dense, dense.to_sparse_csr()).all_close
