@@ -26,6 +26,8 @@ class OpSpec:
     run(inputs, attrs, backend) -> (dict[str, Tensor], LaunchReport)   the kernel via a backend
     check_case(case) -> list[str]                       violated shape/dtype rules
     hbm_bytes(case) -> int                              bytes the kernel must move
+    attr_names                                          the case attributes it takes (None: not declared,
+                                                        which tests/test_reliability.py refuses)
     """
 
     name: str
@@ -36,6 +38,7 @@ class OpSpec:
     check_case: Callable[..., list]
     hbm_bytes: Callable[..., int]
     input_names: tuple = ()
+    attr_names: tuple | None = None
     required_levels: tuple = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     cases_file: Path | None = None  # default: ptogym/ops/<name>/cases.json

@@ -184,6 +184,7 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     input_names=("x1", "x2", "gamma"),
+    attr_names=("eps",),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={
         # simulated side by side with the default kernel by ``ptogym bench``
