@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import statistics
-import sys
 import time
 
-
 from ptogym.backends import BackendUnavailable, add_cli_options, configure_from_cli, get_backend
+from ptogym.cli import UsageError, check_writable, verdict
 from ptogym.ops import OP_NAMES, get_op
 from ptogym.verify.cases import load_cases
 from ptogym.verify.runner import make_case_inputs
@@ -101,16 +100,30 @@ def _fmt_row(row: dict) -> str:
     return text
 
 
-def run_bench(ops, levels=None, *, repeat: int = 3, simulate: bool = True, log=print) -> list[dict]:
-    rows = []
+def select(ops, levels=None) -> list[tuple]:
+    """(spec, case) pairs to bench; ValueError naming unknown operators or levels."""
+    unknown = [name for name in ops if name not in OP_NAMES]
+    if unknown:
+        raise ValueError(f"unknown operator(s) {', '.join(unknown)}; known: {', '.join(OP_NAMES)}")
+    pairs = []
     for name in ops:
         spec = get_op(name)
-        cases = [c for c in load_cases(spec.cases_path, spec) if not levels or c.id in levels]
-        for i, case in enumerate(cases, 1):
-            log(f"[{i}/{len(cases)}] {name} {case.id} ...")
-            row = bench_case(spec, case, repeat=repeat, simulate=simulate)
-            log(_fmt_row(row))
-            rows.append(row)
+        pairs += [(spec, case) for case in load_cases(spec.cases_path, spec) if not levels or case.id in levels]
+    found = {case.id for _, case in pairs}
+    if missing := [level for level in levels or () if level not in found]:
+        raise ValueError(f"unknown level(s) {', '.join(missing)} for {', '.join(ops)}")
+    return pairs
+
+
+def run_bench(ops, levels=None, *, repeat: int = 3, simulate: bool = True, log=print) -> list[dict]:
+    rows = []
+    pairs = select(ops, levels)
+    start = time.perf_counter()
+    for i, (spec, case) in enumerate(pairs, 1):
+        log(f"[{i}/{len(pairs)}] {spec.name} {case.id} ... (elapsed {time.perf_counter() - start:.1f}s)")
+        row = bench_case(spec, case, repeat=repeat, simulate=simulate)
+        log(_fmt_row(row))
+        rows.append(row)
     return rows
 
 
@@ -150,14 +163,22 @@ def plot(rows: list[dict], path: str) -> None:
 
 def _cli(args) -> int:
     ops = args.ops or list(OP_NAMES)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {args.repeat}")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            check_writable(path, option)
+    try:
+        select(ops, args.levels)  # every name checked before anything runs
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     configure_from_cli(args)
     simulate = not args.no_sim
     if simulate:
         try:
             get_backend("pypto-sim").check_available()
         except BackendUnavailable as error:
-            print(f"bench: {error}; use --no-sim for wall times only", file=sys.stderr)
-            return 2
+            raise UsageError(f"{error}; use --no-sim for wall times only") from None
     rows = run_bench(ops, args.levels, repeat=args.repeat, simulate=simulate)
     if args.json:
         with open(args.json, "w") as f:
@@ -166,6 +187,7 @@ def _cli(args) -> int:
     if args.plot:
         plot(rows, args.plot)
         print(f"wrote {args.plot}")
+    print(verdict(0, precision=False))
     return 0
 
 

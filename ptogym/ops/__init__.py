@@ -3,12 +3,20 @@
 An operator package ``ptogym/ops/<name>/`` holds ``kernel.py`` (PyPTO source, a
 builder taking the ``pypto`` namespace), ``golden.py`` (plain torch, fp32),
 ``op.py`` (public API, torch.library registration and the ``SPEC``), ``cases.json``
-and ``README.md``.  The verification runner, pytest collection and the benchmark
-all go through ``REGISTRY``.
+and ``README.md``; its ``__init__.py`` docstring's first line is what ``ptogym list``
+shows.  The verification runner, pytest collection and the benchmark all go through
+``get_op``.
+
+Nothing here imports torch: an operator's ``op.py`` (and with it its torch.library
+registration) loads on first use - ``get_op(name)``, or ``ptogym.ops.<name>``,
+which is always the operator's public function ``op.<name>``.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -48,16 +56,38 @@ class OpSpec:
         return self.cases_file or OPS_DIR / self.name / "cases.json"
 
 
-def get_op(name: str) -> OpSpec:
+def _op_module(name: str):
     if name not in OP_NAMES:
         raise KeyError(f"unknown operator {name!r}; known: {', '.join(OP_NAMES)}")
-    return importlib.import_module(f"{__name__}.{name}.op").SPEC
+    return importlib.import_module(f"{__name__}.{name}.op")
+
+
+def get_op(name: str) -> OpSpec:
+    return _op_module(name).SPEC
 
 
 def all_ops() -> list[OpSpec]:
     return [get_op(n) for n in OP_NAMES]
 
 
-# Public operator functions.  Importing an operator's package binds its name here to
-# the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
-from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
+def describe(name: str) -> str:
+    """One line about operator *name*, without importing torch when its package has a docstring."""
+    if name not in OP_NAMES:
+        raise KeyError(f"unknown operator {name!r}; known: {', '.join(OP_NAMES)}")
+    package = f"{__name__}.{name}"
+    doc = importlib.import_module(package).__doc__ if importlib.util.find_spec(package) else None
+    return doc.strip().splitlines()[0] if doc and doc.strip() else get_op(name).description
+
+
+class _Registry(types.ModuleType):
+    """``ptogym.ops.<name>`` is the operator's function, loaded on first use.  Importing
+    ``ptogym.ops.<name>.op`` binds the attribute to the sub-package; reading through
+    this class keeps it the function either way."""
+
+    def __getattribute__(self, attribute: str):
+        if attribute in OP_NAMES:
+            return getattr(_op_module(attribute), attribute)
+        return super().__getattribute__(attribute)
+
+
+sys.modules[__name__].__class__ = _Registry

@@ -27,9 +27,10 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
+if TYPE_CHECKING:  # torch loads only when a dtype is parsed (fast command-line start)
+    import torch
 
 _TOP_REQUIRED = ("op", "levels")
 _TOP_FIELDS = (*_TOP_REQUIRED, "required_levels")
@@ -91,6 +92,8 @@ class Case:
 
 def parse_dtype(name: str) -> torch.dtype:
     """The torch dtype called *name* (``"bfloat16"``, ``"int8"``, ``"bool"``...)."""
+    import torch
+
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}; use a torch dtype name such as 'bfloat16' or 'int8'")

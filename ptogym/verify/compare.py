@@ -14,13 +14,10 @@ separately.  Nested tuple/list/dict outputs are compared leaf by leaf.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import numbers
-import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -411,65 +408,3 @@ def _leaf_report_lines(result: CompareResult) -> list[str]:
         lines += [f"    {str(list(o.index)):<20} {_num(o.actual):>14} {_num(o.expected):>14}"
                   f" {_num(o.abs_diff):>12} {_num(o.rel_diff):>12}" for o in result.outliers]
     return lines
-
-
-# ----------------------------------------------------------------------------- CLI
-class UnreadableInput(Exception):
-    """A saved output file could not be loaded."""
-
-
-def load_saved(path: str | Path) -> Any:
-    """Load a tensor (or nested outputs) saved as .pt, .npy or .safetensors."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".pt":
-            return torch.load(path, map_location="cpu", weights_only=True)
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if suffix == ".safetensors":
-            return _load_safetensors(path)
-    except UnreadableInput:
-        raise
-    except Exception as error:  # every loader failure means the same thing here
-        raise UnreadableInput(f"{path}: cannot read: {type(error).__name__}: {error}") from error
-    raise UnreadableInput(f"{path}: unsupported file type {suffix!r}; use .pt, .npy or .safetensors")
-
-
-def _load_safetensors(path: Path) -> dict:
-    try:
-        from safetensors.torch import load_file
-    except ImportError as error:
-        raise UnreadableInput(f"{path}: reading .safetensors needs the 'safetensors' package "
-                              "(pip install safetensors)") from error
-    return load_file(path)
-
-
-def _compare_command(args: argparse.Namespace) -> int:
-    try:
-        actual, expected = load_saved(args.actual), load_saved(args.expected)
-        result = detailed_tensor_compare(
-            actual, expected, args.name, rtol=args.rtol, atol=args.atol,
-            max_error_ratio=args.max_error_ratio, int_tolerance=args.int_tolerance)
-    except (UnreadableInput, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(result.report())
-    return 0 if result.all_close else 1
-
-
-def add_cli(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="compare saved outputs against a saved reference",
-        description="Compare ACTUAL against the reference EXPECTED (.pt, .npy, .safetensors). "
-                    "Exit 0 when all close, 1 when not, 2 when an input cannot be read.")
-    parser.add_argument("actual", help="saved kernel output")
-    parser.add_argument("expected", help="saved reference output")
-    parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
-    parser.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
-    parser.add_argument("--name", default=None, help="name shown in the report")
-    parser.add_argument("--max-error-ratio", type=float, default=0.0,
-                        help="pass while at most this share of elements is out of tolerance")
-    parser.add_argument("--int-tolerance", type=int, default=0,
-                        help="allowed |difference| when both sides are integer tensors")
-    parser.set_defaults(func=_compare_command)

@@ -18,7 +18,7 @@ import torch
 
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
-from ptogym.ops import OpSpec
+from ptogym.ops import OpSpec, describe
 from ptogym.ops.inplace import check_inplace_arguments
 
 from . import kernel
@@ -177,7 +177,7 @@ def hbm_bytes(case, copy_back: bool = False) -> int:
 
 SPEC = OpSpec(
     name="inplace_add_rms_norm",
-    description="fused residual add + RMSNorm, y and x_add written back into x1 and x2 in place",
+    description=describe("inplace_add_rms_norm"),
     make_inputs=_make_inputs,
     golden=_golden,
     run=_run,
