@@ -32,7 +32,7 @@ def main(argv: list[str]) -> int:
         elif flag == "--platform" and argv:
             options.platform = argv.pop(0)
         elif flag in ("-h", "--help"):
-            print(USAGE)
+            print(f"usage: {USAGE}")
             return 0
         elif flag == "--checks":
             from ptogym.interp import checks
