@@ -36,6 +36,8 @@ class OpSpec:
     hbm_bytes(case) -> int                              bytes the kernel must move
     attr_names                                          the case attributes it takes (None: not declared,
                                                         which tests/test_reliability.py refuses)
+    writes                                              inputs it overwrites in place; they are checked
+                                                        with ``ptogym.ops.inplace.check_inplace_arguments``
     """
 
     name: str
@@ -47,6 +49,7 @@ class OpSpec:
     hbm_bytes: Callable[..., int]
     input_names: tuple = ()
     attr_names: tuple | None = None
+    writes: tuple = ()
     required_levels: tuple = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     cases_file: Path | None = None  # default: ptogym/ops/<name>/cases.json

@@ -185,6 +185,7 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=("x1", "x2", "gamma"),
     attr_names=("eps",),
+    writes=("x1", "x2"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={
         # simulated side by side with the default kernel by ``ptogym bench``
