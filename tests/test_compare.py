@@ -266,6 +266,26 @@ def test_outliers_on_a_large_tensor():
     assert [o.index for o in result.outliers] == [(1000, 7000), (5, 6)]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_chunked_comparison_equals_one_pass(monkeypatch, dtype):
+    """Large tensors are compared chunk by chunk (bounded memory); chunks of 7 elements
+    give the verdict, counts, statistics and outliers of a single pass."""
+    import ptogym.verify.compare as compare_module
+
+    g = torch.Generator().manual_seed(3)
+    expected = (torch.randn(13, 11, generator=g) * 100).to(dtype)
+    actual = expected + (torch.randn(13, 11, generator=g) * 3).to(dtype)
+    actual[2, 3], expected[5, 5] = (NAN, 7.0) if dtype.is_floating_point else (actual[2, 3], expected[5, 5])
+    one_pass = compare(actual, expected, rtol=0.01, atol=1, max_outliers=5, int_tolerance=2)
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 7)
+    chunked = compare(actual, expected, rtol=0.01, atol=1, max_outliers=5, int_tolerance=2)
+    assert chunked.all_close == one_pass.all_close
+    assert chunked.out_of_tolerance_count == one_pass.out_of_tolerance_count > 5
+    assert [o.index for o in chunked.outliers] == [o.index for o in one_pass.outliers]
+    for stat in ("max_diff", "mean_diff", "std_diff", "max_rel_diff"):
+        assert getattr(chunked, stat) == pytest.approx(getattr(one_pass, stat), rel=1e-9), stat
+
+
 # ------------------------------------------------------------------ nesting
 def test_nested_outputs_are_compared_leaf_by_leaf_with_paths():
     expected = (torch.ones(2), {"y": torch.zeros(3), "rstd": torch.ones(2, 1)})

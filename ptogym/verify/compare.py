@@ -279,21 +279,31 @@ def _compare_leaf(actual: torch.Tensor, actual_dtype: str, expected: torch.Tenso
     flat_actual, flat_expected = actual.reshape(-1), expected.reshape(-1)
     has_special_values = any((result.actual_nan_count, result.expected_nan_count,
                               result.actual_inf_count, result.expected_inf_count))
-    if integer_mode:
-        abs_diff, abs_expected, close = _integer_differences(flat_actual, flat_expected, int_tolerance)
-    else:
-        abs_diff, abs_expected, close = _float_differences(flat_actual, flat_expected, rtol, atol,
-                                                           has_special_values)
-    rel_diff = _relative(abs_diff, abs_expected, has_special_values)
-    failing = close.numel() - int(torch.count_nonzero(close))
-    result.out_of_tolerance_count = failing
-    result.out_of_tolerance_ratio = failing / result.total_elements if result.total_elements else 0.0
-    _fill_statistics(result, abs_diff, rel_diff)
-    result.outliers = _worst(abs_diff, rel_diff, close, min(max_outliers, failing),
-                             flat_actual, flat_expected, actual.shape)
-    has_nan = result.actual_nan_count or result.expected_nan_count
-    result.all_close = failing == 0 or (not has_nan and result.out_of_tolerance_ratio <= max_error_ratio)
+    has_nan = bool(result.actual_nan_count or result.expected_nan_count)
+    summary, candidates = _Summary(), []
+    for start in range(0, max(1, flat_expected.numel()), CHUNK_ELEMENTS):  # bounded float64 working set
+        chunk_actual = flat_actual[start:start + CHUNK_ELEMENTS]
+        chunk_expected = flat_expected[start:start + CHUNK_ELEMENTS]
+        if integer_mode:
+            abs_diff, abs_expected, close = _integer_differences(chunk_actual, chunk_expected, int_tolerance)
+        else:
+            abs_diff, abs_expected, close = _float_differences(chunk_actual, chunk_expected, rtol, atol,
+                                                               has_special_values)
+        rel_diff = _relative(abs_diff, abs_expected, has_special_values)
+        failing = close.numel() - int(torch.count_nonzero(close))
+        summary.add(abs_diff, rel_diff, failing, has_nan)
+        candidates += _worst(abs_diff, rel_diff, close, min(max_outliers, failing), chunk_actual, chunk_expected,
+                             start)
+    result.out_of_tolerance_count = summary.failing
+    result.out_of_tolerance_ratio = summary.failing / result.total_elements if result.total_elements else 0.0
+    summary.fill(result)
+    candidates.sort(key=lambda candidate: (-candidate[0], candidate[1]))
+    result.outliers = [_outlier(candidate, actual.shape) for candidate in candidates[:max_outliers]]
+    result.all_close = summary.failing == 0 or (not has_nan and result.out_of_tolerance_ratio <= max_error_ratio)
     return result
+
+
+CHUNK_ELEMENTS = 1 << 22  # elements compared at once: ~170 MB of float64 temporaries, whatever the size
 
 
 def _count(predicate, tensor: torch.Tensor) -> int:
@@ -346,31 +356,57 @@ def _relative(abs_diff: torch.Tensor, abs_expected: torch.Tensor, has_special_va
     return rel.masked_fill_(abs_diff == 0, 0.0)
 
 
-def _fill_statistics(result: CompareResult, abs_diff: torch.Tensor, rel_diff: torch.Tensor) -> None:
-    if result.actual_nan_count or result.expected_nan_count:  # NaN differences are counted, not averaged
-        comparable = ~torch.isnan(abs_diff)
-        abs_diff, rel_diff = abs_diff[comparable], rel_diff[comparable]
-    if abs_diff.numel() == 0:
-        result.max_diff = result.mean_diff = result.std_diff = result.max_rel_diff = 0.0
-        return
-    result.max_diff = float(abs_diff.max())
-    result.mean_diff = float(abs_diff.mean())
-    result.std_diff = float(abs_diff.std(correction=0))
-    result.max_rel_diff = float(rel_diff.max())
+class _Summary:
+    """Statistics of |a - e| and |a - e| / |e| merged chunk by chunk (Chan et al.'s
+    pairwise mean/variance update); NaN differences are counted, not averaged."""
+
+    def __init__(self):
+        self.failing = self.count = 0
+        self.mean = self.m2 = self.max_diff = self.max_rel = 0.0
+
+    def add(self, abs_diff: torch.Tensor, rel_diff: torch.Tensor, failing: int, has_nan: bool) -> None:
+        self.failing += failing
+        if has_nan:
+            comparable = ~torch.isnan(abs_diff)
+            abs_diff, rel_diff = abs_diff[comparable], rel_diff[comparable]
+        count = abs_diff.numel()
+        if count == 0:
+            return
+        mean = float(abs_diff.mean())
+        m2 = float(abs_diff.var(correction=0)) * count
+        total = self.count + count
+        delta = mean - self.mean
+        self.m2 += m2 + (delta * delta * self.count * count / total if self.count else 0.0)
+        self.mean += delta * count / total if self.count else delta
+        self.count = total
+        self.max_diff = max(self.max_diff, float(abs_diff.max()))
+        self.max_rel = max(self.max_rel, float(rel_diff.max()))
+
+    def fill(self, result: CompareResult) -> None:
+        result.max_diff, result.max_rel_diff = self.max_diff, self.max_rel
+        result.mean_diff = self.mean
+        result.std_diff = math.sqrt(self.m2 / self.count) if self.count else 0.0
 
 
-def _worst(abs_diff, rel_diff, close, count, flat_actual, flat_expected, shape) -> list[Outlier]:
-    """The *count* failing elements with the largest absolute difference, NaN first."""
+def _worst(abs_diff, rel_diff, close, count, chunk_actual, chunk_expected, offset) -> list[tuple]:
+    """The *count* failing elements of a chunk with the largest absolute difference
+    (NaN first, ties by position), as (score, flat index, actual, expected, abs diff, rel diff)."""
     if count == 0:
         return []
     score = abs_diff.nan_to_num(nan=math.inf, posinf=math.inf).masked_fill_(close, -math.inf)
-    flat_indices = torch.topk(score, count).indices
-    indices = torch.stack(torch.unravel_index(flat_indices, shape), dim=1).tolist() if shape else [[]] * count
-    return [
-        Outlier(index=tuple(index), actual=flat_actual[i].item(), expected=flat_expected[i].item(),
-                abs_diff=abs_diff[i].item(), rel_diff=rel_diff[i].item())
-        for index, i in zip(indices, flat_indices.tolist())
-    ]
+    values, indices = torch.sort(score, descending=True, stable=True)  # ties: lowest index first
+    return [(score_value, offset + i, chunk_actual[i].item(), chunk_expected[i].item(), abs_diff[i].item(),
+             rel_diff[i].item()) for score_value, i in zip(values[:count].tolist(), indices[:count].tolist())]
+
+
+def _outlier(candidate: tuple, shape) -> Outlier:
+    _, flat_index, actual, expected, abs_diff, rel_diff = candidate
+    index = []
+    for size in reversed(shape):
+        flat_index, position = divmod(flat_index, size)
+        index.append(position)
+    return Outlier(index=tuple(reversed(index)), actual=actual, expected=expected, abs_diff=abs_diff,
+                   rel_diff=rel_diff)
 
 
 # -------------------------------------------------------------------------- report
