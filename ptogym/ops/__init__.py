@@ -84,13 +84,21 @@ def describe(name: str) -> str:
 
 class _Registry(types.ModuleType):
     """``ptogym.ops.<name>`` is the operator's function, loaded on first use.  Importing
-    ``ptogym.ops.<name>.op`` binds the attribute to the sub-package; reading through
-    this class keeps it the function either way."""
+    ``ptogym.ops.<name>.op`` would bind the attribute to the sub-package: that binding
+    is dropped, and the function is stored once resolved (torch.compile reads module
+    dictionaries directly)."""
 
     def __getattribute__(self, attribute: str):
         if attribute in OP_NAMES:
-            return getattr(_op_module(attribute), attribute)
+            function = getattr(_op_module(attribute), attribute)
+            self.__dict__[attribute] = function
+            return function
         return super().__getattribute__(attribute)
+
+    def __setattr__(self, attribute: str, value) -> None:
+        if attribute in OP_NAMES and isinstance(value, types.ModuleType):
+            return  # the import system binding the operator's package
+        super().__setattr__(attribute, value)
 
 
 sys.modules[__name__].__class__ = _Registry
