@@ -13,7 +13,6 @@ side with the default.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import statistics
 import time
 
@@ -47,26 +46,20 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
     row["interp_s"] = _median_wall(lambda x: spec.run(x, case.attrs, interp), _fresh(inputs), repeat)
     row["interp_over_golden"] = row["interp_s"] / row["golden_s"]
     if simulate:
-        # pypto keeps every compiled kernel's memory until exit: one child process per case
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            row["sim"] = pool.apply(_simulate, (spec.name, case.id))
+        from ptogym.backends._pypto_worker import stop_workers
+
+        try:
+            row["sim"] = _simulate(spec, case, inputs)
+        finally:  # pypto keeps every compiled kernel's memory: a fresh worker for each case
+            stop_workers()
     return row
 
 
-def _simulate(op_name: str, case_id: str) -> dict:
+def _simulate(spec, case, inputs) -> dict:
     """Cost-model figures for the default kernel and every declared variant."""
-    from ptogym.backends import _pypto_runtime as rt
+    from ptogym.backends._pypto_runtime import platform_model
 
-    try:
-        return _simulate_variants(op_name, case_id, rt.platform_model()["hbm_gbps"])
-    finally:  # pool workers skip atexit: remove this process's pypto run directory now
-        rt.end_session()
-
-
-def _simulate_variants(op_name: str, case_id: str, ceiling_gbps: float) -> dict:
-    spec = get_op(op_name)
-    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == case_id)
-    inputs = make_case_inputs(spec, case)
+    ceiling_gbps = platform_model()["hbm_gbps"]
     hbm_bytes = spec.hbm_bytes(case)
     sim = get_backend("pypto-sim")
     results = {}

@@ -13,9 +13,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ import torch
 
 from ptogym.backends import BackendUnavailable
 from ptogym.backends import _pypto_runtime as rt
+from ptogym.backends.base import OutputsNotComputed
 
 pytestmark = pytest.mark.pypto
 HAVE_PYPTO = importlib.util.find_spec("pypto") is not None
@@ -132,23 +135,60 @@ def test_simulates_computes_and_is_deterministic(sim):
     second = sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out2])
     assert (second.simulated_us, second.tasks, second.cores) == (first.simulated_us, first.tasks, first.cores)
     torch.testing.assert_close(out2, x + y)
-    # the per-call run directories are gone, nothing is left in the session's output dir
-    assert list(rt.session().out.iterdir()) == []
+    # the per-call run directories are gone: nothing is left in any session's output dir
+    assert [p for p in (rt.cache_root() / "pypto-runs").glob("run-*/out/*")] == []
+    assert "pypto" not in sys.modules  # the launches ran in the worker process
 
 
 @needs_pypto
-def test_cost_only_above_threshold_leaves_tensors_untouched(sim, monkeypatch):
+def test_above_threshold_raises_and_cost_only_leaves_tensors_untouched(sim, monkeypatch):
+    """Above max_compute_elements a launch would compute nothing: it raises before
+    compiling; inside cost_only() it runs the cost model alone and writes nothing."""
     x, y, _ = add_inputs()
     computed = sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, torch.zeros_like(x)])
     monkeypatch.setattr(sim, "max_compute_elements", 3 * x.numel() - 1)
     x0, y0 = x.clone(), y.clone()
     out = torch.full_like(x, 7.0)
-    report = sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
+    with pytest.raises(OutputsNotComputed, match="PTOGYM_SIM_MAX_ELEMENTS"):
+        sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
+    with sim.cost_only():
+        report = sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
     assert report.outputs_valid is False and report.extra["compute"] == "none"
     assert torch.equal(out, torch.full_like(x, 7.0)) and torch.equal(x, x0) and torch.equal(y, y0)
     # computing the numbers does not change what the cost model reports
     assert (report.simulated_us, report.tasks, report.cores) == (
         computed.simulated_us, computed.tasks, computed.cores)
+
+
+@needs_pypto
+def test_interrupt_during_a_pypto_sim_run_stops_within_2_s_and_removes_its_run_directory(tmp_path):
+    """pypto compiles in C++ (Python signal handlers wait for it): the launch runs in a
+    worker process that the interrupted parent kills, with its run directory."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    calculator = rt.cache_root() / "pypto-calculator"
+    if calculator.is_dir():  # reuse the built op calculator: no 25 s cmake build here
+        (cache / "pypto-calculator").symlink_to(calculator)
+    env = {**os.environ, "PTOGYM_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "ptogym", "run", "inplace_add_rms_norm", "level1",
+                             "--backend", "pypto-sim"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("[1/1]")
+        deadline = time.monotonic() + 60
+        while not list((cache / "pypto-runs").glob("run-*")) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the worker has started and made its run directory
+        assert list((cache / "pypto-runs").glob("run-*")), "the worker never started"
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        stopped_after = time.monotonic() - start
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, (out, err)
+    assert out.splitlines()[-1] == "[INTERRUPTED]" and "Traceback" not in err
+    assert stopped_after < 2.0
+    assert list((cache / "pypto-runs").iterdir()) == []
 
 
 @needs_pypto
@@ -208,7 +248,8 @@ def test_nothing_written_to_cwd_or_home(tmp_path):
         from ptogym.backends.pypto_sim import Backend
         b = Backend()
         x, y, out = add_inputs()
-        r = b.launch(build_add, {{"hidden": HIDDEN, "rows": ROWS}}, [x, y, out])
+        with b.cost_only():
+            r = b.launch(build_add, {{"hidden": HIDDEN, "rows": ROWS}}, [x, y, out])
         print(json.dumps({{"us": r.simulated_us, "valid": r.outputs_valid}}))
     """)
     env = {k: v for k, v in os.environ.items()

@@ -16,7 +16,8 @@ graph-level interpreter compute the outputs into the caller's tensors and report
 ``outputs_valid=True``.  Above it a launch raises ``OutputsNotComputed`` before
 compiling; inside ``backend.cost_only()`` (timings only, e.g. ``ptogym bench``) it
 runs the cost model alone, reports ``outputs_valid=False`` and the tensors keep their
-contents.  ``docs/pypto-sim.md`` has the details and the measurements.
+contents.  Launches run in a child process (``_pypto_worker``) so that Ctrl-C and SIGTERM stop
+a compile at once.  ``docs/pypto-sim.md`` has the details and the measurements.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ def max_elements_from_env() -> int:
 class Backend(rt.RealPyptoBackend):
     name = "pypto-sim"
     run_mode = 1  # pypto.RunMode.SIM
+    isolated = True  # launches run in a child process: Ctrl-C stops a compile at once
 
     def __init__(self):
         super().__init__()
@@ -55,6 +57,9 @@ class Backend(rt.RealPyptoBackend):
 
     def _computes(self, elements: int) -> bool:
         return 0 < elements <= self.max_compute_elements and not self.cost_only_mode
+
+    def _computes_outputs(self, tensors) -> bool:
+        return self._computes(sum(int(t.numel()) for t in tensors))
 
     def _check_computes_outputs(self, tensors) -> None:
         elements = sum(int(t.numel()) for t in tensors)
