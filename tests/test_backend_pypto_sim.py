@@ -333,6 +333,7 @@ def test_run_cli_keep_artifacts_prints_where(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "[PRECISION_PASS]"
+    assert re.search(r"^level0 .* PASS .* sim [0-9.]+ us$", proc.stdout, flags=re.M), proc.stdout  # measured
     kept = re.search(r"artifacts kept in (\S+)", proc.stdout)
     assert kept, proc.stdout
     folder = Path(kept.group(1))
