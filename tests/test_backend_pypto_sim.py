@@ -74,6 +74,16 @@ def add_inputs(rows=32, seed=0):
     return x, y, torch.zeros(rows, HIDDEN)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _fresh_worker_memory():
+    """pypto keeps the memory of every kernel it compiled (2.5 GB after level1 with
+    numbers): stop the worker when this module is done, so later tests run without it."""
+    yield
+    from ptogym.backends._pypto_worker import stop_workers
+
+    stop_workers()
+
+
 @pytest.fixture(scope="module")
 def sim():
     from ptogym.backends.pypto_sim import Backend
