@@ -17,12 +17,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
+from cli_helpers import assert_stops_on_signal
 from ptogym.backends import BackendUnavailable
 from ptogym.backends import _pypto_runtime as rt
 from ptogym.backends.base import OutputsNotComputed
@@ -180,24 +180,9 @@ def test_interrupt_during_a_pypto_sim_run_stops_within_2_s_and_removes_its_run_d
     if calculator.is_dir():  # reuse the built op calculator: no 25 s cmake build here
         (cache / "pypto-calculator").symlink_to(calculator)
     env = {**os.environ, "PTOGYM_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "ptogym", "run", "inplace_add_rms_norm", "level1",
-                             "--backend", "pypto-sim"], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().startswith("[1/1]")
-        deadline = time.monotonic() + 60
-        while not list((cache / "pypto-runs").glob("run-*")) and time.monotonic() < deadline:
-            time.sleep(0.1)  # the worker has started and made its run directory
-        assert list((cache / "pypto-runs").glob("run-*")), "the worker never started"
-        start = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        stopped_after = time.monotonic() - start
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, (out, err)
-    assert out.splitlines()[-1] == "[INTERRUPTED]" and "Traceback" not in err
-    assert stopped_after < 2.0
+    assert_stops_on_signal([sys.executable, "-m", "ptogym", "run", "inplace_add_rms_norm", "level1", "--backend",
+                            "pypto-sim"], env, signal.SIGINT, cwd=tmp_path,
+                           ready=lambda: bool(list((cache / "pypto-runs").glob("run-*"))))  # the worker is up
     assert list((cache / "pypto-runs").iterdir()) == []
 
 
