@@ -35,7 +35,10 @@ from ptogym.cli import MARKERS, OK_MARKER, main
 from ptogym.ops.inplace_add_rms_norm.op import inplace_add_rms_norm
 from ptogym.verify import detailed_tensor_compare
 
-FUZZ_EXAMPLES = int(os.environ.get("PTOGYM_FUZZ_EXAMPLES", "40"))
+_RAW_EXAMPLES = os.environ.get("PTOGYM_FUZZ_EXAMPLES", "40")
+if not _RAW_EXAMPLES.isdigit():
+    raise ValueError(f"PTOGYM_FUZZ_EXAMPLES: must be a whole number of examples, got {_RAW_EXAMPLES!r}")
+FUZZ_EXAMPLES = int(_RAW_EXAMPLES)
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 VERDICTS = set(MARKERS.values()) | {OK_MARKER}
