@@ -129,21 +129,30 @@ def _dispatch(argv: list[str], debug: list[bool]) -> int:
     return args.func(args)
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM ends a command as Ctrl-C does: clean-up, [INTERRUPTED], exit 130."""
+@contextlib.contextmanager
+def _interrupt_on_sigterm():
+    """SIGTERM ends a command as Ctrl-C does: clean-up, [INTERRUPTED], exit 130.
+    The previous handler comes back afterwards (main() is also called in-process)."""
     def handler(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
 
-    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-        signal.signal(signal.SIGTERM, handler)
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = [False]
-    _interrupt_on_sigterm()
     try:
-        return _dispatch(argv, debug)
+        with _interrupt_on_sigterm():
+            return _dispatch(argv, debug)
     except SystemExit as exit_:  # --help (exit 0) or a command that exits itself
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     except KeyboardInterrupt:
