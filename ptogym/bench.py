@@ -13,13 +13,11 @@ side with the default.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import statistics
-import sys
 import time
 
-
 from ptogym.backends import BackendUnavailable, add_cli_options, configure_from_cli, get_backend
+from ptogym.cli import UsageError, check_writable, verdict
 from ptogym.ops import OP_NAMES, get_op
 from ptogym.verify.cases import load_cases
 from ptogym.verify.runner import make_case_inputs
@@ -48,26 +46,26 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
     row["interp_s"] = _median_wall(lambda x: spec.run(x, case.attrs, interp), _fresh(inputs), repeat)
     row["interp_over_golden"] = row["interp_s"] / row["golden_s"]
     if simulate:
-        # pypto keeps every compiled kernel's memory until exit: one child process per case
-        with multiprocessing.get_context("spawn").Pool(1) as pool:
-            row["sim"] = pool.apply(_simulate, (spec.name, case.id))
+        from ptogym.backends._pypto_worker import stop_workers
+
+        try:
+            row["sim"] = _simulate(spec, case, inputs)
+        finally:  # pypto keeps every compiled kernel's memory: a fresh worker for each case
+            stop_workers()
     return row
 
 
-def _simulate(op_name: str, case_id: str) -> dict:
+def _simulate(spec, case, inputs) -> dict:
     """Cost-model figures for the default kernel and every declared variant."""
     from ptogym.backends._pypto_runtime import platform_model
 
-    spec = get_op(op_name)
-    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == case_id)
-    inputs = make_case_inputs(spec, case)
+    ceiling_gbps = platform_model()["hbm_gbps"]
     hbm_bytes = spec.hbm_bytes(case)
     sim = get_backend("pypto-sim")
-    sim.max_compute_elements = 0  # the cost model alone: numbers are the runner's business
-    ceiling_gbps = platform_model()["hbm_gbps"]
     results = {}
     for variant in (None, *spec.extra.get("variants", {})):
-        _, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim, variant=variant)
+        with sim.cost_only():  # numbers are the runner's business
+            _, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim, variant=variant)
         us = report.simulated_us
         gbps = hbm_bytes / (us * 1e-6) / 1e9 if us else None
         results[variant or "default"] = {
@@ -95,16 +93,30 @@ def _fmt_row(row: dict) -> str:
     return text
 
 
-def run_bench(ops, levels=None, *, repeat: int = 3, simulate: bool = True, log=print) -> list[dict]:
-    rows = []
+def select(ops, levels=None) -> list[tuple]:
+    """(spec, case) pairs to bench; ValueError naming unknown operators or levels."""
+    unknown = [name for name in ops if name not in OP_NAMES]
+    if unknown:
+        raise ValueError(f"unknown operator(s) {', '.join(unknown)}; known: {', '.join(OP_NAMES)}")
+    pairs = []
     for name in ops:
         spec = get_op(name)
-        cases = [c for c in load_cases(spec.cases_path, spec) if not levels or c.id in levels]
-        for i, case in enumerate(cases, 1):
-            log(f"[{i}/{len(cases)}] {name} {case.id} ...")
-            row = bench_case(spec, case, repeat=repeat, simulate=simulate)
-            log(_fmt_row(row))
-            rows.append(row)
+        pairs += [(spec, case) for case in load_cases(spec.cases_path, spec) if not levels or case.id in levels]
+    found = {case.id for _, case in pairs}
+    if missing := [level for level in levels or () if level not in found]:
+        raise ValueError(f"unknown level(s) {', '.join(missing)} for {', '.join(ops)}")
+    return pairs
+
+
+def run_bench(ops, levels=None, *, repeat: int = 3, simulate: bool = True, log=print) -> list[dict]:
+    rows = []
+    pairs = select(ops, levels)
+    start = time.perf_counter()
+    for i, (spec, case) in enumerate(pairs, 1):
+        log(f"[{i}/{len(pairs)}] {spec.name} {case.id} ... (elapsed {time.perf_counter() - start:.1f}s)")
+        row = bench_case(spec, case, repeat=repeat, simulate=simulate)
+        log(_fmt_row(row))
+        rows.append(row)
     return rows
 
 
@@ -144,14 +156,22 @@ def plot(rows: list[dict], path: str) -> None:
 
 def _cli(args) -> int:
     ops = args.ops or list(OP_NAMES)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: must be >= 1, got {args.repeat}")
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path:
+            check_writable(path, option)
+    try:
+        select(ops, args.levels)  # every name checked before anything runs
+    except ValueError as error:
+        raise UsageError(str(error)) from None
     configure_from_cli(args)
     simulate = not args.no_sim
     if simulate:
         try:
             get_backend("pypto-sim").check_available()
         except BackendUnavailable as error:
-            print(f"bench: {error}; use --no-sim for wall times only", file=sys.stderr)
-            return 2
+            raise UsageError(f"{error}; use --no-sim for wall times only") from None
     rows = run_bench(ops, args.levels, repeat=args.repeat, simulate=simulate)
     if args.json:
         with open(args.json, "w") as f:
@@ -160,6 +180,7 @@ def _cli(args) -> int:
     if args.plot:
         plot(rows, args.plot)
         print(f"wrote {args.plot}")
+    print(verdict(0, precision=False))
     return 0
 
 

@@ -1,45 +1,181 @@
-"""``ptogym`` command line: one sub-command per tool, each defined next to its code.
+"""ptogym command line: one sub-command per tool, each defined next to its code.
 
     ptogym list | run | compare | bench | interp | lint | new | stage | bisect
+
+Every command ends with exactly one verdict line on stdout and its exit code:
+
+    [PRECISION_PASS] 0   (run, compare) every output within tolerance
+    [OK]             0   (list, bench) done
+    [PRECISION_FAIL] 1   (run, compare) an output out of tolerance
+    [RUN_ERROR]      2   anything that could not run: bad arguments included
+    [INTERRUPTED]    130 Ctrl-C or SIGTERM
+
+No user error prints a traceback (``--debug`` shows one).  ``ptogym interp`` hands
+the exit status of the script it runs back unchanged.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import importlib.util
+import os
+import signal
 import sys
+import traceback
+from pathlib import Path
 
 # sub-command -> module that provides ``add_cli(subparsers)``; each module registers a
-# parser whose ``func(args) -> int`` default returns the exit code.
+# parser whose ``func(args) -> int`` default returns the exit code.  Only the chosen
+# command's module is imported, so ``--help`` and ``list`` start without torch.
 SUBCOMMANDS = {
     "list": "ptogym.verify.runner",
     "run": "ptogym.verify.runner",
-    "compare": "ptogym.verify.compare",
+    "compare": "ptogym.verify.compare_cli",
     "bench": "ptogym.bench",
     "interp": "ptogym.interp.launcher",
     "lint": "ptogym.lint.cli",
-    "new": "ptogym.workflow.scaffold",
-    "stage": "ptogym.workflow.stage",
-    "bisect": "ptogym.workflow.bisect",
+    "new": "ptogym.workflow.cli",
+    "stage": "ptogym.workflow.cli",
+    "bisect": "ptogym.workflow.cli",
 }
+# one-line help shown by ``ptogym --help`` without importing every command's module
+SUMMARIES = {
+    "list": "list the operators",
+    "run": "run an operator's case levels and judge them against the golden",
+    "compare": "compare saved outputs against a saved reference",
+    "bench": "interpreter vs golden wall time, simulated device time, GB/s",
+    "interp": "run a PyPTO program with 'import pypto' bound to the interpreter",
+    "lint": "check PyPTO kernels against the OLxx rules",
+    "new": "scaffold an operator package (optionally with staged module files)",
+    "stage": "verify the staged module files one by one against the golden",
+    "bisect": "find the first kernel op whose result diverges from the golden",
+}
+MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", 130: "[INTERRUPTED]"}
+OK_MARKER = "[OK]"
+EXIT_INTERRUPTED = 130
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptogym", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module_name in dict.fromkeys(SUBCOMMANDS.values()):
-        importlib.import_module(module_name).add_cli(sub)
+class UsageError(Exception):
+    """A command-line argument is wrong: ``[RUN_ERROR]``, exit 2, no traceback."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError instead of printing usage and exiting 2 itself."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def check_writable(path: str, option: str) -> None:
+    """Raise UsageError unless *path* can be written; checked before any work starts
+    (creates nothing, so a refused run leaves no empty file behind)."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UsageError(f"{option}: {path} is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"{option}: cannot write {path}: directory {folder} does not exist")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{option}: cannot write {path}: permission denied")
+
+
+def verdict(exit_code: int, precision: bool = True) -> str:
+    """The verdict line for *exit_code*; commands that judge no precision say [OK] on success."""
+    return MARKERS[exit_code] if precision or exit_code else OK_MARKER
+
+
+def _top_parser(commands) -> _Parser:
+    parser = _Parser(prog="ptogym", description=__doc__.split("\n\n")[0],
+                     epilog="Every command ends with one verdict line; see 'ptogym CMD --help'.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
+    for name in commands:
+        sub.add_parser(name, help=SUMMARIES.get(name, f"see 'ptogym {name} --help'"), add_help=False)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["interp"]:
-        # Everything after the script name belongs to the script, so bypass argparse.
-        from ptogym.interp.launcher import main as interp_main
+def _command_parser(command: str) -> argparse.ArgumentParser:
+    """The chosen command's own parser, its module imported now (and no other)."""
+    sub = _Parser(prog="ptogym").add_subparsers(dest="command", parser_class=_Parser)
+    importlib.import_module(SUBCOMMANDS[command]).add_cli(sub)
+    parser = sub.choices[command]
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    return parser
 
-        return interp_main(argv[1:])
-    args = build_parser().parse_args(argv)
+
+def _load_without_package_init(module_name: str):
+    """Import *module_name* from its file without running its package's ``__init__``
+    first: ``ptogym.interp``'s imports torch (1.5 s) while its launcher needs nothing
+    for ``--help`` or an argument error (it imports the package itself to run)."""
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    package, _, leaf = module_name.rpartition(".")
+    spec = importlib.util.find_spec(package.partition(".")[0])
+    path = Path(spec.origin).parent.joinpath(*package.split(".")[1:], f"{leaf}.py")
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def _dispatch(argv: list[str], debug: list[bool]) -> int:
+    global_options = []
+    while argv and argv[0].startswith("-"):
+        global_options.append(argv.pop(0))
+    debug[0] = "--debug" in global_options
+    if not argv or any(option in ("-h", "--help") for option in global_options):
+        _top_parser(SUBCOMMANDS).parse_args(global_options + argv[:1])  # prints help or raises UsageError
+    if unknown := [option for option in global_options if option != "--debug"]:
+        raise UsageError(f"unknown option {unknown[0]} before the command (see 'ptogym --help')")
+    command, rest = argv[0], argv[1:]
+    if command not in SUBCOMMANDS:
+        raise UsageError(f"unknown command {command!r}; choose one of {', '.join(SUBCOMMANDS)}")
+    if command == "interp":  # everything after the script name belongs to the script
+        return _load_without_package_init(SUBCOMMANDS[command]).main(rest)
+    debug[0] = debug[0] or "--debug" in rest
+    args = _command_parser(command).parse_intermixed_args(rest)  # options may stand among positionals
     return args.func(args)
+
+
+@contextlib.contextmanager
+def _interrupt_on_sigterm():
+    """SIGTERM ends a command as Ctrl-C does: clean-up, [INTERRUPTED], exit 130.
+    The previous handler comes back afterwards (main() is also called in-process)."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = [False]
+    try:
+        with _interrupt_on_sigterm():
+            return _dispatch(argv, debug)
+    except SystemExit as exit_:  # --help (exit 0) or a command that exits itself
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        print(MARKERS[EXIT_INTERRUPTED], flush=True)
+        return EXIT_INTERRUPTED
+    except Exception as error:  # UsageError, or anything a command did not turn into a verdict
+        if debug[0]:
+            traceback.print_exc()
+        prefix = "" if isinstance(error, UsageError) else f"{type(error).__name__}: "
+        print(f"error: {prefix}{error}", file=sys.stderr)
+        print(MARKERS[2], flush=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import pytest
@@ -31,20 +30,7 @@ def ptogym_backend(request):
 
 @pytest.fixture
 def ptogym_cli():
-    """Call ``ptogym compare/run/list`` in-process: ``ptogym_cli([...]) -> exit code``.
+    """Call the ``ptogym`` command line in-process: ``ptogym_cli([...]) -> exit code``."""
+    from ptogym.cli import main
 
-    Built from the verify sub-commands only, so these tests do not depend on the
-    other tools' modules.
-    """
-    from ptogym.verify import compare, runner
-
-    parser = argparse.ArgumentParser(prog="ptogym")
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    compare.add_cli(subparsers)
-    runner.add_cli(subparsers)
-
-    def call(argv: list[str]) -> int:
-        args = parser.parse_args(argv)
-        return args.func(args)
-
-    return call
+    return main

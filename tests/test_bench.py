@@ -19,9 +19,14 @@ def test_wall_times_and_ratio_without_simulation():
 
 
 @pytest.mark.pypto
-def test_simulated_figures_and_plot(tmp_path):
+def test_simulated_figures_and_plot(tmp_path, monkeypatch):
     pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    stop_workers()  # the worker that bench starts inherits this cache directory
+    monkeypatch.setenv("PTOGYM_CACHE_DIR", str(tmp_path / "cache"))
     rows = bench.run_bench(["inplace_add_rms_norm"], ["level0"], repeat=1, log=lambda *_: None)
+    assert list((tmp_path / "cache" / "pypto-runs").iterdir()) == []  # issue 9: no run directory left
     sims = rows[0]["sim"]
     assert set(sims) == {"default", "upstream"}
     for sim in sims.values():

@@ -210,3 +210,65 @@ def test_all_errors_are_reported_at_once(tmp_path):
     assert any("case 'level0': field 'rtol': missing" in e for e in errors)
     assert any("case 'level1': field 'tags'" in e for e in errors)
     assert any("field 'extra': unknown field" in e for e in errors)
+
+
+# ------------------------------------------------------------------ issue 9 regressions
+def test_unknown_attribute_is_an_error_when_the_operator_declares_its_attributes(tmp_path):
+    path = write(tmp_path, with_level(attrs={"epsilon": 1e-6}))
+    assert errors_of(path, make_spec(path, attr_names=("eps",))) == [
+        f"{path}: case 'level0': field 'attrs.epsilon': unknown attribute of fake_norm; allowed: eps"]
+    assert load_cases(path, make_spec(path))  # attr_names=None: not declared, not checked
+
+
+@pytest.mark.parametrize("seed, ok", [(2**64 - 1, True), (2**64, False), (-1, False)])
+def test_seed_must_fit_torch_generators(tmp_path, seed, ok):
+    path = write(tmp_path, with_level(seed=seed))
+    if ok:
+        assert load_cases(path)[0].seed == seed
+        torch.Generator().manual_seed(seed)  # the range is torch's own
+    else:
+        [error] = errors_of(path)
+        assert error.startswith(f"{path}: case 'level0': field 'seed': must be")
+
+
+def test_cases_above_the_byte_budget_are_errors(tmp_path, monkeypatch):
+    """Issue 9: a [290000, 7168] case passed validation and allocated 8 GB per input."""
+    monkeypatch.setenv("PTOGYM_CASE_MAX_BYTES", str(3 * 10**9))
+    path = write(tmp_path, with_level(inputs={"x": {"shape": [290000, 7168], "dtype": "bfloat16"},
+                                              "gamma": {"shape": [7168], "dtype": "bfloat16"}}))
+    [error] = errors_of(path)
+    assert error.startswith(f"{path}: case 'level0': field 'inputs': 4.16 GB of inputs exceed the 3.00 GB budget")
+    assert "PTOGYM_CASE_MAX_BYTES" in error
+    monkeypatch.setenv("PTOGYM_CASE_MAX_BYTES", str(5 * 10**9))
+    assert load_cases(path)
+    monkeypatch.setenv("PTOGYM_CASE_MAX_BYTES", "lots")
+    assert errors_of(path) == ["PTOGYM_CASE_MAX_BYTES: must be a whole number of bytes, got 'lots'"]
+
+
+def test_default_budget_is_an_eighth_of_physical_memory_and_fits_every_shipped_case(monkeypatch):
+    import os
+
+    from ptogym.verify.cases import max_case_bytes
+
+    monkeypatch.delenv("PTOGYM_CASE_MAX_BYTES", raising=False)
+    assert max_case_bytes() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
+    monkeypatch.setenv("PTOGYM_CASE_MAX_BYTES", str(16 * 1024**3 // 8))  # a 16 GB laptop
+    for name in ops.OP_NAMES:
+        assert load_cases(name)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"op": "\xff\xfe"}', "byte 8: not UTF-8 (invalid start byte)"),
+    (b"[" * 100000 + b"]" * 100000, "JSON nested too deeply to read"),
+], ids=["invalid-utf8", "deep-nesting"])
+def test_unreadable_files_are_named(tmp_path, content, message):
+    path = tmp_path / "cases.json"
+    path.write_bytes(content)
+    assert errors_of(path) == [f"{path}: {message}"]
+
+
+def test_a_crashing_operator_check_is_reported_not_raised(tmp_path):
+    path = write(tmp_path, DOCUMENT)
+    errors = errors_of(path, make_spec(path, check_case=lambda case: 1 / 0))
+    assert errors[0] == (f"{path}: case 'level0': field 'inputs': violates the operator's constraints: "
+                         "check_case raised ZeroDivisionError: division by zero")

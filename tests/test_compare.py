@@ -172,6 +172,67 @@ def test_non_numeric_and_complex_leaves_are_rejected():
 
 
 # ------------------------------------------------------------------ worst elements
+# ------------------------------------------------------- issue 9: overflow, dtypes, tolerances
+@pytest.mark.parametrize("actual, expected, tolerance, close", [
+    ([-2**63], [0], 0, False),                 # |diff| = 2**63 does not fit int64
+    ([2**63 - 1], [-2**63], 1, False),         # the difference overflows int64
+    ([2**63 - 1], [-2**63], 2**64, True),      # ... and is exactly 2**64 - 1
+    ([-2**63], [-2**63], 0, True),
+    ([5, -2**63], [4, -2**63 + 1], 1, True),
+])
+def test_integer_extremes_never_overflow_into_a_verdict(actual, expected, tolerance, close):
+    result = compare(torch.tensor(actual), torch.tensor(expected), int_tolerance=tolerance)
+    assert result.all_close is close
+    true_max = max(abs(a - e) for a, e in zip(actual, expected))
+    assert result.max_diff == float(true_max) and result.max_diff >= 0
+
+
+def test_uint64_beyond_int64_compares_exactly():
+    big = torch.tensor([2**64 - 1, 2**63, 7], dtype=torch.uint64)
+    assert compare(big, big.clone()).all_close
+    result = compare(big, torch.tensor([0, 2**63 - 1, 7], dtype=torch.uint64))
+    assert not result.all_close and result.out_of_tolerance_count == 2
+    assert result.max_diff == float(2**64 - 1)
+    assert compare(torch.tensor([2**63], dtype=torch.uint64), torch.tensor([2**63 - 1]), int_tolerance=1).all_close
+
+
+@pytest.mark.parametrize("dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz,
+                                   torch.float8_e5m2fnuz])
+def test_float8_compares_exactly_widened(dtype):
+    values = torch.tensor([1.0, -2.0, 0.5]).to(dtype)
+    assert compare(values, values.float()).all_close
+    result = compare(values, torch.tensor([1.0, -2.0, 0.75]), rtol=0, atol=0.1)
+    assert not result.all_close and result.actual_dtype == str(dtype).removeprefix("torch.")
+    assert result.max_diff == 0.25
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor", "ignore:Sparse CSR tensor support")
+def test_sparse_and_quantized_compare_by_value():
+    dense = torch.tensor([[0.0, 1.5], [2.0, 0.0]])
+    assert compare(dense.to_sparse(), dense).all_close and compare(dense, dense.to_sparse_csr()).all_close
+    quantized = torch.quantize_per_tensor(dense, 0.5, 0, torch.qint8)
+    assert compare(quantized, dense, rtol=0, atol=0).all_close
+    assert not compare(quantized, dense + 0.5, rtol=0, atol=0).all_close
+
+
+@pytest.mark.parametrize("leaf, message", [
+    (torch.ones(2, device="meta"), "meta tensor holds no values"),
+    (torch.ones(2, dtype=torch.complex64), "complex"),
+])
+def test_tensors_without_comparable_values_are_refused_clearly(leaf, message):
+    with pytest.raises(TypeError, match=message):
+        compare(leaf, torch.ones(2))
+
+
+@pytest.mark.parametrize("option, value", [
+    ("rtol", -1), ("rtol", NAN), ("atol", INF), ("atol", "0.1"), ("max_error_ratio", 5),
+    ("max_error_ratio", -0.1), ("int_tolerance", -1), ("int_tolerance", 1.5), ("max_outliers", -2),
+])
+def test_invalid_tolerances_are_refused_naming_the_option(option, value):
+    with pytest.raises(ValueError, match=f"^{option}: must be"):
+        compare(t(1.0), t(1.0), **{option: value})
+
+
 def test_outliers_are_the_worst_failing_elements_in_order_with_indices():
     expected = torch.zeros(3, 4)
     actual = expected.clone()
@@ -203,6 +264,26 @@ def test_outliers_on_a_large_tensor():
     assert time.perf_counter() - start < 15  # vectorised; seconds even on a busy 2-core box
     assert result.out_of_tolerance_count == 2
     assert [o.index for o in result.outliers] == [(1000, 7000), (5, 6)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_chunked_comparison_equals_one_pass(monkeypatch, dtype):
+    """Large tensors are compared chunk by chunk (bounded memory); chunks of 7 elements
+    give the verdict, counts, statistics and outliers of a single pass."""
+    import ptogym.verify.compare as compare_module
+
+    g = torch.Generator().manual_seed(3)
+    expected = (torch.randn(13, 11, generator=g) * 100).to(dtype)
+    actual = expected + (torch.randn(13, 11, generator=g) * 3).to(dtype)
+    actual[2, 3], expected[5, 5] = (NAN, 7.0) if dtype.is_floating_point else (actual[2, 3], expected[5, 5])
+    one_pass = compare(actual, expected, rtol=0.01, atol=1, max_outliers=5, int_tolerance=2)
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 7)
+    chunked = compare(actual, expected, rtol=0.01, atol=1, max_outliers=5, int_tolerance=2)
+    assert chunked.all_close == one_pass.all_close
+    assert chunked.out_of_tolerance_count == one_pass.out_of_tolerance_count > 5
+    assert [o.index for o in chunked.outliers] == [o.index for o in one_pass.outliers]
+    for stat in ("max_diff", "mean_diff", "std_diff", "max_rel_diff"):
+        assert getattr(chunked, stat) == pytest.approx(getattr(one_pass, stat), rel=1e-9), stat
 
 
 # ------------------------------------------------------------------ nesting

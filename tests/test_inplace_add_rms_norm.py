@@ -134,6 +134,11 @@ def test_torch_compile_fullgraph_aliasing():
     assert torch.equal(a1, b1) and torch.equal(a2, b2)  # the mutation of x1/x2 survived compilation
 
 
+def _half_overlapping(x1):
+    base = torch.cat([x1.reshape(-1), x1.reshape(-1)[: x1.numel() // 2]])
+    return base[: x1.numel()].view(x1.shape), base[x1.numel() // 2:].view(x1.shape)
+
+
 BAD_INPUTS = [
     ("dtype int32", lambda x1, x2, g: (x1.int(), x2.int(), g.int(), 1e-6), TypeError, "x1: dtype"),
     ("mixed dtypes", lambda x1, x2, g: (x1, x2.float(), g, 1e-6), TypeError, "x2: dtype"),
@@ -152,6 +157,21 @@ BAD_INPUTS = [
     ("eps inf", lambda x1, x2, g: (x1, x2, g, float("inf")), ValueError, "eps"),
     ("not a tensor", lambda x1, x2, g: (x1, x2.tolist(), g, 1e-6), TypeError, "x2: expected a torch.Tensor"),
     ("x1 aliases x2", lambda x1, x2, g: (x1, x1, g, 1e-6), ValueError, "shares memory"),
+    # issue 9: gamma read while x1/x2 are written, through any view
+    ("gamma is a row of x1", lambda x1, x2, g: (x1, x2, x1[0, 0], 1e-6), ValueError, "gamma: shares memory with x1"),
+    ("gamma is a strided view of x2", lambda x1, x2, g: (x1, x2, x2.view(-1)[1:513:2], 1e-6), ValueError,
+     "gamma: shares memory with x2"),
+    ("x2 half-overlaps x1", lambda x1, x2, g: _half_overlapping(x1) + (g, 1e-6), ValueError,
+     "x2: shares memory with x1"),
+    ("gamma reinterprets x1's bytes", lambda x1, x2, g: (x1, x2, x1.view(torch.int16)[0, 0], 1e-6), TypeError,
+     "gamma: dtype"),
+    ("H = 0", lambda x1, x2, g: (x1[..., :0], x2[..., :0], g[:0], 1e-6), ValueError, "x1: H"),
+    ("x1 leaf requires grad", lambda x1, x2, g: (x1.requires_grad_(), x2, g, 1e-6), ValueError,
+     "x1: a leaf Variable that requires grad is being used in an in-place operation"),
+    ("gamma requires grad", lambda x1, x2, g: (x1, x2, g.requires_grad_(), 1e-6), ValueError,
+     "gamma: requires grad, but inplace_add_rms_norm has no backward"),
+    ("eps overflows a float", lambda x1, x2, g: (x1, x2, g, 10**400), ValueError, "eps: must be a finite"),
+    ("eps a string", lambda x1, x2, g: (x1, x2, g, "1e-6"), ValueError, "eps: must be a real number"),
 ]
 
 
@@ -196,3 +216,78 @@ def test_case_files_are_checked_with_the_same_rules_as_calls():
     with pytest.raises(TypeError, match=problems[0].split(":")[0]):  # a call fails on the first one
         inplace_add_rms_norm(torch.zeros(2, 100, dtype=torch.bfloat16), torch.zeros(2, 100, dtype=torch.float16),
                              torch.zeros(99, dtype=torch.bfloat16), 0)
+
+
+# ------------------------------------------------------------ issue 9 regressions
+def test_gamma_may_be_strided_because_it_is_only_read():
+    x1, x2, gamma = make((2, 4, 256), torch.bfloat16)
+    wide = torch.zeros(512, dtype=torch.bfloat16)
+    wide[::2] = gamma
+    assert_matches_golden(x1, x2, wide[::2])
+
+
+def test_numpy_and_integer_eps_are_accepted():
+    import numpy as np
+
+    assert_matches_golden(*make((2, 3, 256), torch.float32), eps=np.float32(1e-3))
+    assert_matches_golden(*make((2, 3, 256), torch.float32), eps=1)
+
+
+def test_meta_tensors_give_shapes_only():
+    """Meta tensors have no memory: never 'shares memory', and the result is shape-only."""
+    x1, x2, gamma = (torch.empty(s, device="meta", dtype=torch.bfloat16) for s in ((2, 3, 256), (2, 3, 256), (256,)))
+    for backend in (None, "interp"):
+        y, x_add, rstd = inplace_add_rms_norm(x1, x2, gamma, backend=backend)
+        assert y is x1 and x_add is x2 and rstd.device.type == "meta" and rstd.shape == (2, 3, 1)
+
+
+def test_leaf_requiring_grad_is_written_under_no_grad_as_torch_does():
+    x1, x2, gamma = make((2, 3, 256), torch.float32)
+    expected = inplace_add_rms_norm_golden(x1, x2, gamma)
+    x1.requires_grad_()
+    with torch.no_grad():
+        y, _, _ = inplace_add_rms_norm(x1, x2, gamma)
+    assert torch.allclose(y.detach(), expected[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):  # torch's own wording
+        torch.ones(2, requires_grad=True).add_(1)
+
+
+def test_pypto_sim_above_its_compute_threshold_raises_and_writes_nothing(monkeypatch):
+    """Issue 9's silent no-op: x1 [1,1024,1024] bf16 under pypto-sim used to return
+    untouched x1/x2 and uninitialised rstd.  It now raises before compiling."""
+    from ptogym.backends import get_backend
+    from ptogym.backends.base import OutputsNotComputed
+
+    monkeypatch.setenv("PTOGYM_BACKEND", "pypto-sim")
+    sim = get_backend()
+    monkeypatch.setattr(sim, "max_compute_elements", 1000)
+    x1, x2, gamma = make((2, 4, 256), torch.bfloat16)
+    before = [t.clone() for t in (x1, x2, gamma)]
+    for backend in (None, "pypto-sim"):  # through torch.ops (PTOGYM_BACKEND) and the explicit argument
+        with pytest.raises(OutputsNotComputed, match="PTOGYM_SIM_MAX_ELEMENTS=1000"):
+            inplace_add_rms_norm(x1, x2, gamma, backend=backend)
+        assert all(torch.equal(b, a) for b, a in zip(before, (x1, x2, gamma)))
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "1e6"])
+def test_sim_max_elements_variable_is_validated_by_name(monkeypatch, raw):
+    from ptogym.backends.pypto_sim import Backend
+
+    monkeypatch.setenv("PTOGYM_SIM_MAX_ELEMENTS", raw)
+    with pytest.raises(ValueError, match=f"PTOGYM_SIM_MAX_ELEMENTS: must be a non-negative integer.*{raw}"):
+        Backend()
+
+
+@pytest.mark.parametrize("name, variable, message", [
+    ("", None, "backend: unknown backend ''"),
+    ("bogus", None, "backend: unknown backend 'bogus'"),
+    (None, "bogus", "PTOGYM_BACKEND: unknown backend 'bogus'"),
+])
+def test_backend_names_are_validated(monkeypatch, name, variable, message):
+    from ptogym.backends import get_backend
+
+    monkeypatch.delenv("PTOGYM_BACKEND", raising=False)
+    if variable is not None:
+        monkeypatch.setenv("PTOGYM_BACKEND", variable)
+    with pytest.raises(ValueError, match=message):
+        get_backend(name)

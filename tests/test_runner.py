@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -99,6 +100,11 @@ def install_op(tmp_path, monkeypatch):
     return install
 
 
+def progress(line: str) -> str:
+    """A progress line with its elapsed seconds masked."""
+    return re.sub(r"elapsed [0-9.]+s", "elapsed Xs", line)
+
+
 def run_cli(ptogym_cli, capsys, *argv) -> tuple[int, list[str]]:
     exit_code = ptogym_cli(list(argv))
     return exit_code, capsys.readouterr().out.rstrip("\n").splitlines()
@@ -112,9 +118,9 @@ def test_all_cases_pass(install_op, ptogym_cli, capsys):
     assert exit_code == 0
     assert lines[-1] == "[PRECISION_PASS]"
     assert lines[-2] == "fake_add [fake]: 2 passed, 0 failed, 0 errors"
-    assert lines[0] == "[1/2] level0 ..."
+    assert progress(lines[0]) == "[1/2] fake_add level0 on fake ... (elapsed Xs)"
     assert lines[1].startswith("level0  a:float32[4,8] b:float32[4,8]  PASS  out max_abs=0 max_rel=0  ")
-    assert lines[2] == "[2/2] level1 ..."
+    assert progress(lines[2]) == "[2/2] fake_add level1 on fake ... (elapsed Xs)"
 
 
 def test_out_of_tolerance_output_fails_with_details(install_op, ptogym_cli, capsys):
@@ -211,9 +217,11 @@ def test_operator_name_or_all_is_required(install_op, ptogym_cli, capsys):
 def test_quick_runs_only_quick_cases_and_levels_keep_their_order(install_op, ptogym_cli, capsys):
     install_op(correct_run)
     _, lines = run_cli(ptogym_cli, capsys, "run", "fake_add", "--quick")
-    assert [line for line in lines if line.startswith("[")] == ["[1/1] level0 ...", "[PRECISION_PASS]"]
+    assert [progress(line) for line in lines if line.startswith("[")] == [
+        "[1/1] fake_add level0 on fake ... (elapsed Xs)", "[PRECISION_PASS]"]
     _, lines = run_cli(ptogym_cli, capsys, "run", "fake_add", "level1", "level0")
-    assert [line for line in lines if line.startswith("[")][:2] == ["[1/2] level1 ...", "[2/2] level0 ..."]
+    assert [progress(line) for line in lines if line.startswith("[")][:2] == [
+        "[1/2] fake_add level1 on fake ... (elapsed Xs)", "[2/2] fake_add level0 on fake ... (elapsed Xs)"]
 
 
 def test_quick_with_no_quick_case_is_a_run_error(install_op):
@@ -226,7 +234,8 @@ def test_list_cases(install_op, ptogym_cli, capsys):
     install_op(correct_run)
     exit_code, lines = run_cli(ptogym_cli, capsys, "run", "fake_add", "--list")
     assert exit_code == 0
-    assert [line.split()[:2] for line in lines] == [["level0", "quick"], ["level1", "-"]]
+    assert [line.split()[:2] for line in lines[:-1]] == [["level0", "quick"], ["level1", "-"]]
+    assert lines[-1] == "[OK]"
     assert lines[0].endswith("level0 case")
 
 
@@ -236,7 +245,7 @@ def test_list_operators(install_op, ptogym_cli, capsys):
     exit_code, lines = run_cli(ptogym_cli, capsys, "list")
     assert exit_code == 0
     assert [line.split(None, 1) for line in lines] == [["fake_add", "fake_add: elementwise add, scaled"],
-                                                       ["fake_mul", "fake_mul: product"]]
+                                                       ["fake_mul", "fake_mul: product"], ["[OK]"]]
 
 
 def test_list_operators_reports_one_that_cannot_load(install_op, ptogym_cli, capsys, monkeypatch):
@@ -245,6 +254,7 @@ def test_list_operators_reports_one_that_cannot_load(install_op, ptogym_cli, cap
     exit_code, lines = run_cli(ptogym_cli, capsys, "list")
     assert exit_code == 2
     assert lines[1].split(None, 1) == ["ghost", "(cannot load: KeyError: unknown operator 'ghost'; known: fake_add)"]
+    assert lines[-1] == "[RUN_ERROR]"
 
 
 def test_all_runs_quick_cases_of_every_operator(install_op, ptogym_cli, capsys):

@@ -55,10 +55,14 @@ def configure_from_cli(args) -> None:
 
 
 def get_backend(name: str | None = None):
-    """Return the backend instance for *name* (or ``$PTOGYM_BACKEND``, or interp)."""
-    name = name or os.environ.get("PTOGYM_BACKEND") or DEFAULT_BACKEND
+    """Return the backend instance for *name* (None: ``$PTOGYM_BACKEND`` if set and
+    not empty, else interp).  Raises ValueError naming the argument or variable."""
+    source = "backend"
+    if name is None:
+        name = os.environ.get("PTOGYM_BACKEND", "").strip() or DEFAULT_BACKEND
+        source = "PTOGYM_BACKEND"
     if name not in _MODULES:
-        raise ValueError(f"backend: unknown backend {name!r}; choose one of {names()}")
+        raise ValueError(f"{source}: unknown backend {name!r}; choose one of {', '.join(names())}")
     if name not in _instances:
         module = importlib.import_module(f"{__name__}.{_MODULES[name]}")
         _instances[name] = module.Backend()

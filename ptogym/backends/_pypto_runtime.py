@@ -242,6 +242,12 @@ def session() -> Session:
     return sess
 
 
+def end_session() -> None:
+    """Remove this process's run directory now (processes that skip atexit)."""
+    if _session is not None:
+        _session.cleanup()
+
+
 def import_pypto(verbose: bool = False):
     """Import ``pypto`` with the session env in place; raise BackendUnavailable."""
     global _pypto
@@ -528,11 +534,24 @@ def copy_tile_cycles(tile_bytes: int, direction: str = "in") -> int:
 # --------------------------------------------------------------------------- backend base
 
 
+@dataclass(frozen=True)
+class _InWorker:
+    """What ``compile`` returns for an isolated backend: built and run in the worker."""
+
+    builder: Any
+    static: dict
+
+
 class RealPyptoBackend(BackendBase):
-    """Builds kernels against the real ``pypto`` and runs one call at a time."""
+    """Builds kernels against the real ``pypto`` and runs one call at a time.
+
+    ``isolated`` backends run every launch in a child process (``_pypto_worker``) so
+    that an interrupt stops a compile at once; this process never imports pypto.
+    """
 
     name = "real-pypto"
     run_mode = 1  # pypto.RunMode.SIM
+    isolated = False
 
     def __init__(self):
         super().__init__()
@@ -551,7 +570,19 @@ class RealPyptoBackend(BackendBase):
                 f"backend {self.name!r} needs the real pypto package, which is not installed; "
                 f"{INSTALL_HINT}")
 
+    def compile(self, builder, **static):
+        from ._pypto_worker import can_run
+
+        if self.isolated and can_run(builder):  # (a builder in a script's __main__ runs here)
+            self.check_available()
+            return _InWorker(builder, static)
+        return super().compile(builder, **static)
+
     # hooks -----------------------------------------------------------------
+    def _computes_outputs(self, tensors) -> bool:
+        """Whether a launch on *tensors* computes their values (else only shapes matter)."""
+        return True
+
     def _prepare(self, pypto, kernel, tensors) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
 
@@ -560,6 +591,14 @@ class RealPyptoBackend(BackendBase):
 
     # the call ---------------------------------------------------------------
     def _call(self, kernel, tensors, scalars):
+        if isinstance(kernel, _InWorker):
+            from ._pypto_worker import launch_in_worker
+
+            fields = launch_in_worker(self, kernel.builder, kernel.static, tensors, scalars,
+                                      self._computes_outputs(tensors))
+            self._pending = {**fields["extra"], **{key: fields[key] for key in (
+                "outputs_valid", "simulated_us", "tasks", "cores", "artifacts")}}
+            return
         pypto = self.pypto
         sess = session()
         call_dir = sess.out / f"call-{next(sess.calls):05d}"

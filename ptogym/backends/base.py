@@ -1,9 +1,10 @@
 """What every backend provides; the ops call only this."""
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 @dataclass
@@ -11,7 +12,9 @@ class LaunchReport:
     """What one kernel launch tells besides its outputs.
 
     outputs_valid is False when the backend ran the kernel but could not produce
-    numbers (real pypto's cost model alone leaves outputs untouched).
+    numbers (real pypto's cost model alone leaves outputs untouched).  Such a report
+    only ever leaves ``BackendBase.launch`` inside ``backend.cost_only()``; anywhere
+    else the launch raises ``OutputsNotComputed`` instead.
     """
 
     backend: str
@@ -24,6 +27,11 @@ class LaunchReport:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class OutputsNotComputed(RuntimeError):
+    """The backend could run the kernel but not compute its outputs (a cost-only
+    launch outside ``backend.cost_only()``): the caller's tensors are unchanged."""
+
+
 class BackendBase:
     """Builds kernels against ``self.pypto`` (cached per builder and static params)
     and launches them on torch tensors living on ``self.device``."""
@@ -33,6 +41,18 @@ class BackendBase:
     def __init__(self):
         self._kernels: dict = {}
         self.last_report: LaunchReport | None = None
+        self.cost_only_mode = False
+
+    @contextlib.contextmanager
+    def cost_only(self) -> Iterator[None]:
+        """Launches inside may return reports with ``outputs_valid=False`` (timings
+        only, outputs untouched or garbage) instead of raising; backends that can skip
+        computing the numbers do so."""
+        previous, self.cost_only_mode = self.cost_only_mode, True
+        try:
+            yield
+        finally:
+            self.cost_only_mode = previous
 
     @property
     def pypto(self):  # the namespace kernels are built against
@@ -55,12 +75,25 @@ class BackendBase:
         return self._kernels[key]
 
     def launch(self, builder: Callable, static: dict, tensors: list, scalars: dict | None = None) -> LaunchReport:
-        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``."""
+        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``.
+
+        Raises ``OutputsNotComputed`` - before compiling where the backend knows in
+        advance - when the outputs would not be computed, unless in ``cost_only()``.
+        """
+        if not self.cost_only_mode:
+            self._check_computes_outputs(tensors)
         kernel = self.compile(builder, **static)
         start = time.perf_counter()
         self._call(kernel, tensors, scalars or {})
         self.last_report = self._report(time.perf_counter() - start)
+        if not self.last_report.outputs_valid and not self.cost_only_mode:
+            raise OutputsNotComputed(f"{self.name}: the kernel ran but its outputs were not computed "
+                                     f"({self.last_report.extra.get('compute', 'no numbers')}); "
+                                     "outputs_valid=False never reaches a caller as a result")
         return self.last_report
+
+    def _check_computes_outputs(self, tensors: list) -> None:
+        """Raise ``OutputsNotComputed`` when a launch on *tensors* would not compute its outputs."""
 
     def _call(self, kernel, tensors, scalars):
         kernel(*tensors, **scalars)

@@ -13,8 +13,11 @@ The cost model alone leaves the output tensors untouched.  When the call is smal
 enough (total elements of all tensor arguments <= ``max_compute_elements``,
 default 2**22, env ``PTOGYM_SIM_MAX_ELEMENTS``) the backend also lets pypto's own
 graph-level interpreter compute the outputs into the caller's tensors and reports
-``outputs_valid=True``; otherwise ``outputs_valid=False`` and the tensors keep their
-contents.  ``docs/pypto-sim.md`` has the details and the measurements.
+``outputs_valid=True``.  Above it a launch raises ``OutputsNotComputed`` before
+compiling; inside ``backend.cost_only()`` (timings only, e.g. ``ptogym bench``) it
+runs the cost model alone, reports ``outputs_valid=False`` and the tensors keep their
+contents.  Launches run in a child process (``_pypto_worker``) so that Ctrl-C and SIGTERM stop
+a compile at once.  ``docs/pypto-sim.md`` has the details and the measurements.
 """
 from __future__ import annotations
 
@@ -23,19 +26,49 @@ import os
 from pathlib import Path
 
 from . import _pypto_runtime as rt
+from .base import OutputsNotComputed
 
 DEFAULT_MAX_COMPUTE_ELEMENTS = 1 << 22
 ENV_MAX_ELEMENTS = "PTOGYM_SIM_MAX_ELEMENTS"
 
 
+def max_elements_from_env() -> int:
+    """``$PTOGYM_SIM_MAX_ELEMENTS`` (a non-negative integer), else the default."""
+    raw = os.environ.get(ENV_MAX_ELEMENTS, "").strip()
+    if not raw:
+        return DEFAULT_MAX_COMPUTE_ELEMENTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{ENV_MAX_ELEMENTS}: must be a non-negative integer (elements), got {raw!r}")
+    return value
+
+
 class Backend(rt.RealPyptoBackend):
     name = "pypto-sim"
     run_mode = 1  # pypto.RunMode.SIM
+    isolated = True  # launches run in a child process: Ctrl-C stops a compile at once
 
     def __init__(self):
         super().__init__()
-        env = os.environ.get(ENV_MAX_ELEMENTS, "").strip()
-        self.max_compute_elements = int(env) if env else DEFAULT_MAX_COMPUTE_ELEMENTS
+        self.max_compute_elements = max_elements_from_env()
+
+    def _computes(self, elements: int) -> bool:
+        return 0 < elements <= self.max_compute_elements and not self.cost_only_mode
+
+    def _computes_outputs(self, tensors) -> bool:
+        return self._computes(sum(int(t.numel()) for t in tensors))
+
+    def _check_computes_outputs(self, tensors) -> None:
+        elements = sum(int(t.numel()) for t in tensors)
+        if elements and not self._computes(elements):
+            raise OutputsNotComputed(
+                f"pypto-sim: the call's tensors hold {elements} elements > {ENV_MAX_ELEMENTS}="
+                f"{self.max_compute_elements}, so pypto's interpreter would not compute the outputs "
+                f"(cost model only); raise {ENV_MAX_ELEMENTS} (slow: minutes) or use the interp backend "
+                "for numbers")
 
     @contextlib.contextmanager
     def _prepare(self, pypto, kernel, tensors):
@@ -43,7 +76,7 @@ class Backend(rt.RealPyptoBackend):
             if t.device.type != "cpu":
                 raise ValueError(f"pypto-sim: tensors must live on the CPU, got {t.device}")
         elements = sum(int(t.numel()) for t in tensors)
-        compute = 0 < elements <= self.max_compute_elements
+        compute = self._computes(elements)
         if compute:
             with rt.Capture(rt.session().log, enabled=not self.verbose):
                 rt.ensure_calculator(pypto, rt.session())

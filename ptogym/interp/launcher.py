@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -24,33 +25,37 @@ def bind_pypto() -> None:
 
 
 def main(argv: list[str]) -> int:
-    from ptogym.interp import checks, set_platform  # (ptogym.interp.platform is the npuarch object)
-
     options = argparse.Namespace(lenient=False, platform=None)
-    while argv and argv[0].startswith("--"):
+    while argv and argv[0].startswith("-") and argv[0] != "-m":
         flag = argv.pop(0)
         if flag == "--lenient":
             options.lenient = True
         elif flag == "--platform" and argv:
             options.platform = argv.pop(0)
-        elif flag == "--help":
-            print(USAGE)
+        elif flag in ("-h", "--help"):
+            print(f"usage: {USAGE}")
             return 0
         elif flag == "--checks":
+            from ptogym.interp import checks
+
             for check_id, rule in checks.CHECKS.items():
                 print(f"{check_id:<14} {rule}")
             return 0
         else:
-            print(f"ptogym interp: unknown option {flag}\nusage: {USAGE}", file=sys.stderr)
-            return 2
-    if not argv:
-        print(f"usage: {USAGE}", file=sys.stderr)
-        return 2
-    if argv[0] == "-m" and len(argv) < 2:
-        print(f"usage: {USAGE}", file=sys.stderr)
-        return 2
-    if options.platform:
-        set_platform(options.platform)
+            return _usage_error(f"unknown option {flag}")
+    if not argv or argv[0] == "-m" and len(argv) < 2:
+        return _usage_error("give a SCRIPT.py or -m MODULE")
+    if argv[0] != "-m" and not os.path.isfile(argv[0]):
+        return _usage_error(f"cannot open script {argv[0]!r}: no such file")
+    if argv[0] == "-m" and not _module_exists(argv[1]):
+        return _usage_error(f"no module named {argv[1]!r}")
+    # imported only now: argument errors and --help answer without loading torch
+    from ptogym.interp import checks, platform, set_platform  # (platform is the npuarch object)
+
+    try:
+        set_platform(options.platform or platform.npuarch)  # also validates $PTOGYM_PLATFORM
+    except ValueError as error:
+        return _usage_error(str(error))
     bind_pypto()
     # a with-block, not a bare __enter__(): an unreferenced lenient() is undone when collected
     with checks.lenient(True) if options.lenient else contextlib.nullcontext():
@@ -60,6 +65,20 @@ def main(argv: list[str]) -> int:
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
         return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
+
+
+def _usage_error(message: str) -> int:
+    """An argument problem: the message and usage on stderr, [RUN_ERROR] and exit 2."""
+    print(f"ptogym interp: {message}\nusage: {USAGE}", file=sys.stderr)
+    print("[RUN_ERROR]")
+    return 2
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or broken
+        return False
 
 
 def _exit_code(run) -> int:

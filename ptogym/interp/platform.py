@@ -42,7 +42,20 @@ class _Platform:
     """``pypto.platform``: ``npuarch`` names the selected profile."""
 
     def __init__(self):
-        self.profile = PROFILES[os.environ.get("PTOGYM_PLATFORM", DEFAULT)]
+        self._profile = None  # read from PTOGYM_PLATFORM on first use: a bad value must not break imports
+
+    @property
+    def profile(self) -> PlatformProfile:
+        if self._profile is None:
+            name = os.environ.get("PTOGYM_PLATFORM", "").strip() or DEFAULT
+            if name not in PROFILES:
+                raise ValueError(f"PTOGYM_PLATFORM: unknown platform {name!r}; known: {sorted(PROFILES)}")
+            self._profile = PROFILES[name]
+        return self._profile
+
+    @profile.setter
+    def profile(self, profile: PlatformProfile) -> None:
+        self._profile = profile
 
     @property
     def npuarch(self) -> str:

@@ -3,12 +3,20 @@
 An operator package ``ptogym/ops/<name>/`` holds ``kernel.py`` (PyPTO source, a
 builder taking the ``pypto`` namespace), ``golden.py`` (plain torch, fp32),
 ``op.py`` (public API, torch.library registration and the ``SPEC``), ``cases.json``
-and ``README.md``.  The verification runner, pytest collection and the benchmark
-all go through ``REGISTRY``.
+and ``README.md``; its ``__init__.py`` docstring's first line is what ``ptogym list``
+shows.  The verification runner, pytest collection and the benchmark all go through
+``get_op``.
+
+Nothing here imports torch: an operator's ``op.py`` (and with it its torch.library
+registration) loads on first use - ``get_op(name)``, or ``ptogym.ops.<name>``,
+which is always the operator's public function ``op.<name>``.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -27,6 +35,10 @@ class OpSpec:
     run(inputs, attrs, backend) -> (dict[str, Tensor], LaunchReport)   the kernel via a backend
     check_case(case) -> list[str]                       violated shape/dtype rules
     hbm_bytes(case) -> int                              bytes the kernel must move
+    attr_names                                          the case attributes it takes (None: not declared,
+                                                        which tests/test_reliability.py refuses)
+    writes                                              inputs it overwrites in place; they are checked
+                                                        with ``ptogym.ops.inplace.check_inplace_arguments``
     """
 
     name: str
@@ -37,6 +49,8 @@ class OpSpec:
     check_case: Callable[..., list]
     hbm_bytes: Callable[..., int]
     input_names: tuple = ()
+    attr_names: tuple | None = None
+    writes: tuple = ()
     required_levels: tuple = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     cases_file: Path | None = None  # default: ptogym/ops/<name>/cases.json
@@ -46,16 +60,46 @@ class OpSpec:
         return self.cases_file or OPS_DIR / self.name / "cases.json"
 
 
-def get_op(name: str) -> OpSpec:
+def _op_module(name: str):
     if name not in OP_NAMES:
         raise KeyError(f"unknown operator {name!r}; known: {', '.join(OP_NAMES)}")
-    return importlib.import_module(f"{__name__}.{name}.op").SPEC
+    return importlib.import_module(f"{__name__}.{name}.op")
+
+
+def get_op(name: str) -> OpSpec:
+    return _op_module(name).SPEC
 
 
 def all_ops() -> list[OpSpec]:
     return [get_op(n) for n in OP_NAMES]
 
 
-# Public operator functions.  Importing an operator's package binds its name here to
-# the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
-from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
+def describe(name: str) -> str:
+    """One line about operator *name*, without importing torch when its package has a docstring."""
+    if name not in OP_NAMES:
+        raise KeyError(f"unknown operator {name!r}; known: {', '.join(OP_NAMES)}")
+    package = f"{__name__}.{name}"
+    doc = importlib.import_module(package).__doc__ if importlib.util.find_spec(package) else None
+    return doc.strip().splitlines()[0] if doc and doc.strip() else get_op(name).description
+
+
+class _Registry(types.ModuleType):
+    """``ptogym.ops.<name>`` is the operator's function, loaded on first use.  Importing
+    ``ptogym.ops.<name>.op`` would bind the attribute to the sub-package: that binding
+    is dropped, and the function is stored once resolved (torch.compile reads module
+    dictionaries directly)."""
+
+    def __getattribute__(self, attribute: str):
+        if attribute in OP_NAMES:
+            function = getattr(_op_module(attribute), attribute)
+            self.__dict__[attribute] = function
+            return function
+        return super().__getattribute__(attribute)
+
+    def __setattr__(self, attribute: str, value) -> None:
+        if attribute in OP_NAMES and isinstance(value, types.ModuleType):
+            return  # the import system binding the operator's package
+        super().__setattr__(attribute, value)
+
+
+sys.modules[__name__].__class__ = _Registry

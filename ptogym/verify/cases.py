@@ -13,23 +13,32 @@ tolerances)::
 Every level needs id, description, seed, inputs, rtol and atol; attrs,
 max_error_ratio, int_tolerance and tags are optional.  Validation is strict and
 collects every problem before raising, so one edit fixes a file instead of one
-edit per error; each message names the file, the case and the field.
+edit per error; each message names the file, the case and the field.  Besides the
+fields' types it refuses attributes the operator does not declare
+(``OpSpec.attr_names``), seeds outside torch's ``[0, 2**64 - 1]``, and cases whose
+inputs hold more bytes than the budget: ``$PTOGYM_CASE_MAX_BYTES``, default one
+eighth of this machine's physical memory (running a case needs several times its
+input bytes: golden copies, fp32 intermediates, float64 comparison).
 """
 from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
+if TYPE_CHECKING:  # torch loads only when a dtype is parsed (fast command-line start)
+    import torch
 
 _TOP_REQUIRED = ("op", "levels")
 _TOP_FIELDS = (*_TOP_REQUIRED, "required_levels")
 _LEVEL_REQUIRED = ("id", "description", "seed", "inputs", "rtol", "atol")
 _LEVEL_FIELDS = (*_LEVEL_REQUIRED, "attrs", "max_error_ratio", "int_tolerance", "tags")
 _TENSOR_FIELDS = ("shape", "dtype")
+MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
+ENV_MAX_BYTES = "PTOGYM_CASE_MAX_BYTES"
 
 
 class CaseFileError(ValueError):
@@ -83,6 +92,8 @@ class Case:
 
 def parse_dtype(name: str) -> torch.dtype:
     """The torch dtype called *name* (``"bfloat16"``, ``"int8"``, ``"bool"``...)."""
+    import torch
+
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"unknown dtype {name!r}; use a torch dtype name such as 'bfloat16' or 'int8'")
@@ -130,8 +141,27 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CaseFileError([f"{path}: case file not found"]) from None
+    except OSError as error:
+        raise CaseFileError([f"{path}: cannot read: {error.strerror or error}"]) from None
+    except UnicodeDecodeError as error:
+        raise CaseFileError([f"{path}: byte {error.start}: not UTF-8 ({error.reason})"]) from None
     except json.JSONDecodeError as error:
         raise CaseFileError([f"{path}: line {error.lineno}: invalid JSON: {error.msg}"]) from None
+    except RecursionError:
+        raise CaseFileError([f"{path}: JSON nested too deeply to read"]) from None
+
+
+def max_case_bytes() -> int:
+    """The input-bytes budget of one case: ``$PTOGYM_CASE_MAX_BYTES`` or 1/8 of physical memory."""
+    raw = os.environ.get(ENV_MAX_BYTES, "").strip()
+    if raw:
+        if not raw.isdigit():
+            raise CaseFileError([f"{ENV_MAX_BYTES}: must be a whole number of bytes, got {raw!r}"])
+        return int(raw)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 8
+    except (ValueError, OSError, AttributeError):  # no sysconf (Windows): assume a 16 GB machine
+        return 2 * 1024**3
 
 
 class _Problems:
@@ -152,9 +182,11 @@ class _Problems:
 
 # ----------------------------------------------------------------- field checkers
 # Each returns a problem description, or None when the value is acceptable.
-def _integer(value: Any) -> str | None:
+def _integer(value: Any, maximum: int | None = None) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return f"must be an integer, got {value!r}"
+    if maximum is not None and value > maximum:
+        return f"must be in [0, {maximum}], got {value}"
     return None if value >= 0 else f"must be >= 0, got {value}"
 
 
@@ -180,7 +212,7 @@ def _string_list(value: Any) -> str | None:
 _LEVEL_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "id": _text,
     "description": _text,
-    "seed": _integer,
+    "seed": lambda value: _integer(value, maximum=MAX_SEED),
     "rtol": _number,
     "atol": _number,
     "attrs": _object,
@@ -222,6 +254,11 @@ def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _P
     for name, check in _LEVEL_CHECKS.items():
         if name in level and (problem := check(level[name])):
             problems.add(case_name, name, problem)
+    declared = getattr(spec, "attr_names", None)
+    if declared is not None and isinstance(level.get("attrs"), dict):
+        for name in level["attrs"].keys() - set(declared):
+            problems.add(case_name, f"attrs.{name}", f"unknown attribute of {spec.name}; "
+                                                     f"allowed: {', '.join(declared) or 'none'}")
     inputs = _parse_inputs(level.get("inputs"), case_name, spec, problems) if "inputs" in level else None
     if len(problems.lines) > before or not isinstance(op, str):
         return None
@@ -231,9 +268,22 @@ def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _P
         max_error_ratio=float(level.get("max_error_ratio", 0.0)), int_tolerance=level.get("int_tolerance", 0),
         tags=tuple(level.get("tags", ())), path=path,
     )
-    for violation in spec.check_case(case) if spec is not None else ():
+    _check_budget(case, problems)
+    try:
+        violations = spec.check_case(case) if spec is not None else ()
+    except Exception as error:  # the operator's own check must not crash validation
+        violations = [f"check_case raised {type(error).__name__}: {error}"]
+    for violation in violations:
         problems.add(case_name, "inputs", f"violates the operator's constraints: {violation}")
     return case
+
+
+def _check_budget(case: Case, problems: _Problems) -> None:
+    total = sum(math.prod(t.shape) * t.dtype.itemsize for t in case.inputs.values())
+    budget = max_case_bytes()
+    if total > budget:
+        problems.add(case.id, "inputs", f"{total / 1e9:.2f} GB of inputs exceed the {budget / 1e9:.2f} GB budget "
+                                         f"(set {ENV_MAX_BYTES} to raise it; a run needs several times this)")
 
 
 def _parse_inputs(inputs: Any, case_name: str, spec, problems: _Problems) -> dict[str, TensorSpec] | None:

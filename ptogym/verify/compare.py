@@ -14,12 +14,10 @@ separately.  Nested tuple/list/dict outputs are compared leaf by leaf.
 """
 from __future__ import annotations
 
-import argparse
 import math
-import sys
+import numbers
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -152,13 +150,16 @@ def detailed_tensor_compare(
     dtypes.  Two leaves give a ``CompareResult``; anything nested gives a
     ``CompositeResult``.  With ``max_error_ratio > 0`` a leaf passes while the share
     of failing elements stays within it, unless it holds NaN or the shapes differ.
-    Raises TypeError for leaves that are not numbers (naming their path).
+    Raises TypeError for leaves that are not numbers (naming their path) and
+    ValueError for invalid tolerances (naming the argument).
     """
     name = tensor_name or "output"
+    check_tolerances(rtol=rtol, atol=atol, max_error_ratio=max_error_ratio, int_tolerance=int_tolerance,
+                     max_outliers=max_outliers)
     options = dict(rtol=rtol, atol=atol, max_outliers=max_outliers,
                    max_error_ratio=max_error_ratio, int_tolerance=int_tolerance)
     if _is_leaf(actual) and _is_leaf(expected):
-        return _compare_leaf(_as_tensor(actual, name), _as_tensor(expected, name), name, **options)
+        return _compare_leaf(*_as_tensor(actual, name), *_as_tensor(expected, name), name, **options)
     composite = CompositeResult(name=name, leaves={}, structure_errors=[])
     _compare_tree(actual, expected, name, composite, options)
     return composite
@@ -183,7 +184,7 @@ def _compare_tree(actual: Any, expected: Any, path: str, into: CompositeResult, 
     if _kind(actual) != kind:
         into.structure_errors.append(f"{path}: actual is a {_kind(actual)}, expected a {kind}")
     elif kind == "tensor":
-        into.leaves[path] = _compare_leaf(_as_tensor(actual, path), _as_tensor(expected, path), path, **options)
+        into.leaves[path] = _compare_leaf(*_as_tensor(actual, path), *_as_tensor(expected, path), path, **options)
     elif kind == "sequence":
         if len(actual) != len(expected):
             into.structure_errors.append(f"{path}: actual has {len(actual)} items, expected {len(expected)}")
@@ -201,16 +202,54 @@ def _compare_tree(actual: Any, expected: Any, path: str, into: CompositeResult, 
                 _compare_tree(actual[key], expected[key], f"{path}[{key!r}]", into, options)
 
 
-def _as_tensor(value: Any, path: str) -> torch.Tensor:
+def _as_tensor(value: Any, path: str) -> tuple[torch.Tensor, str]:
+    """A dense CPU tensor of a comparable dtype holding *value*'s numbers, and the
+    name of the dtype it came in.  Sparse tensors become dense, quantized ones are
+    dequantized, float8 (and other narrow floats) widen exactly to float32; meta,
+    complex and dtypes torch cannot convert are refused with TypeError."""
     if isinstance(value, torch.Tensor):
-        tensor = value.detach().cpu()
+        tensor = value.detach()
     elif isinstance(value, (np.ndarray, *_SCALAR_TYPES)):
         tensor = torch.as_tensor(np.asarray(value))
     else:
         raise TypeError(f"{path}: cannot compare a {type(value).__name__}; expected a tensor, array or number")
+    dtype_name = _dtype_name(tensor.dtype)
+    if tensor.device.type == "meta":
+        raise TypeError(f"{path}: a meta tensor holds no values to compare")
     if tensor.is_complex():
         raise TypeError(f"{path}: complex tensors are not supported; compare torch.view_as_real of both sides")
-    return tensor
+    try:
+        if tensor.is_quantized:
+            tensor = tensor.dequantize()
+        if tensor.layout != torch.strided:
+            tensor = tensor.to_dense()
+        tensor = tensor.cpu()
+        if tensor.dtype.is_floating_point and tensor.dtype not in _NATIVE_FLOATS:
+            tensor = tensor.to(torch.float32)  # every narrower float is exact in float32
+        elif not tensor.dtype.is_floating_point and tensor.dtype not in _INTEGERS:
+            raise TypeError("not a number type")
+    except (RuntimeError, TypeError) as error:
+        raise TypeError(f"{path}: cannot compare dtype {dtype_name}: {error}") from None
+    return tensor, dtype_name
+
+
+_NATIVE_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_INTEGERS = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+             torch.uint16, torch.uint32, torch.uint64)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def check_tolerances(*, rtol: Any, atol: Any, max_error_ratio: Any, int_tolerance: Any,
+                     max_outliers: Any = 0) -> None:
+    """Raise ValueError naming the first tolerance that is not a valid value."""
+    for name, value, maximum in (("rtol", rtol, math.inf), ("atol", atol, math.inf),
+                                 ("max_error_ratio", max_error_ratio, 1.0)):
+        if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+                or not 0 <= value <= maximum):
+            raise ValueError(f"{name}: must be a finite number in [0, {maximum:g}], got {value!r}")
+    for name, value in (("int_tolerance", int_tolerance), ("max_outliers", max_outliers)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+            raise ValueError(f"{name}: must be an integer >= 0, got {value!r}")
 
 
 # ------------------------------------------------------------------------ one leaf
@@ -222,13 +261,14 @@ def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def _compare_leaf(actual: torch.Tensor, expected: torch.Tensor, name: str, *, rtol: float, atol: float,
-                  max_outliers: int, max_error_ratio: float, int_tolerance: int) -> CompareResult:
+def _compare_leaf(actual: torch.Tensor, actual_dtype: str, expected: torch.Tensor, expected_dtype: str, name: str,
+                  *, rtol: float, atol: float, max_outliers: int, max_error_ratio: float,
+                  int_tolerance: int) -> CompareResult:
     integer_mode = _is_integer(actual.dtype) and _is_integer(expected.dtype)
     result = CompareResult(
         name=name, all_close=False, shape_match=actual.shape == expected.shape,
         actual_shape=tuple(actual.shape), expected_shape=tuple(expected.shape),
-        actual_dtype=_dtype_name(actual.dtype), expected_dtype=_dtype_name(expected.dtype),
+        actual_dtype=actual_dtype, expected_dtype=expected_dtype,
         integer_mode=integer_mode, rtol=rtol, atol=atol, max_error_ratio=max_error_ratio,
         int_tolerance=int_tolerance, total_elements=expected.numel(),
         actual_nan_count=_count(torch.isnan, actual), expected_nan_count=_count(torch.isnan, expected),
@@ -239,21 +279,31 @@ def _compare_leaf(actual: torch.Tensor, expected: torch.Tensor, name: str, *, rt
     flat_actual, flat_expected = actual.reshape(-1), expected.reshape(-1)
     has_special_values = any((result.actual_nan_count, result.expected_nan_count,
                               result.actual_inf_count, result.expected_inf_count))
-    if integer_mode:
-        abs_diff, abs_expected, close = _integer_differences(flat_actual, flat_expected, int_tolerance)
-    else:
-        abs_diff, abs_expected, close = _float_differences(flat_actual, flat_expected, rtol, atol,
-                                                           has_special_values)
-    rel_diff = _relative(abs_diff, abs_expected, has_special_values)
-    failing = close.numel() - int(torch.count_nonzero(close))
-    result.out_of_tolerance_count = failing
-    result.out_of_tolerance_ratio = failing / result.total_elements if result.total_elements else 0.0
-    _fill_statistics(result, abs_diff, rel_diff)
-    result.outliers = _worst(abs_diff, rel_diff, close, min(max_outliers, failing),
-                             flat_actual, flat_expected, actual.shape)
-    has_nan = result.actual_nan_count or result.expected_nan_count
-    result.all_close = failing == 0 or (not has_nan and result.out_of_tolerance_ratio <= max_error_ratio)
+    has_nan = bool(result.actual_nan_count or result.expected_nan_count)
+    summary, candidates = _Summary(), []
+    for start in range(0, max(1, flat_expected.numel()), CHUNK_ELEMENTS):  # bounded float64 working set
+        chunk_actual = flat_actual[start:start + CHUNK_ELEMENTS]
+        chunk_expected = flat_expected[start:start + CHUNK_ELEMENTS]
+        if integer_mode:
+            abs_diff, abs_expected, close = _integer_differences(chunk_actual, chunk_expected, int_tolerance)
+        else:
+            abs_diff, abs_expected, close = _float_differences(chunk_actual, chunk_expected, rtol, atol,
+                                                               has_special_values)
+        rel_diff = _relative(abs_diff, abs_expected, has_special_values)
+        failing = close.numel() - int(torch.count_nonzero(close))
+        summary.add(abs_diff, rel_diff, failing, has_nan)
+        candidates += _worst(abs_diff, rel_diff, close, min(max_outliers, failing), chunk_actual, chunk_expected,
+                             start)
+    result.out_of_tolerance_count = summary.failing
+    result.out_of_tolerance_ratio = summary.failing / result.total_elements if result.total_elements else 0.0
+    summary.fill(result)
+    candidates.sort(key=lambda candidate: (-candidate[0], candidate[1]))
+    result.outliers = [_outlier(candidate, actual.shape) for candidate in candidates[:max_outliers]]
+    result.all_close = summary.failing == 0 or (not has_nan and result.out_of_tolerance_ratio <= max_error_ratio)
     return result
+
+
+CHUNK_ELEMENTS = 1 << 22  # elements compared at once: ~170 MB of float64 temporaries, whatever the size
 
 
 def _count(predicate, tensor: torch.Tensor) -> int:
@@ -280,9 +330,21 @@ def _float_differences(actual: torch.Tensor, expected: torch.Tensor, rtol: float
 
 
 def _integer_differences(actual: torch.Tensor, expected: torch.Tensor, int_tolerance: int):
-    """Exact integer differences: no float64 rounding of large int64 values."""
-    diff = (actual.to(torch.int64) - expected.to(torch.int64)).abs_()
-    return diff.to(torch.float64), expected.to(torch.float64).abs_(), diff <= int_tolerance
+    """Exact integer differences: int64 arithmetic, and Python integers for the
+    elements where int64 cannot hold the values (uint64 >= 2**63) or their difference."""
+    a, e = actual.to(torch.int64), expected.to(torch.int64)  # uint64 >= 2**63 wraps: redone below
+    diff = a - e
+    exact = ((a ^ e) < 0) & ((diff ^ a) < 0) | (diff == _INT64_MIN)  # overflowed, or |diff| does
+    for tensor in (actual, expected):
+        if tensor.dtype == torch.uint64:
+            exact |= tensor.to(torch.int64) < 0  # wrapped: the value is >= 2**63
+    diff = diff.abs_()
+    close = diff <= min(int_tolerance, _INT64_MAX)
+    abs_diff = diff.to(torch.float64)
+    for i in exact.nonzero().flatten().tolist():
+        true_diff = abs(int(actual[i].item()) - int(expected[i].item()))
+        abs_diff[i], close[i] = float(true_diff), true_diff <= int_tolerance
+    return abs_diff, expected.to(torch.float64).abs_(), close
 
 
 def _relative(abs_diff: torch.Tensor, abs_expected: torch.Tensor, has_special_values: bool) -> torch.Tensor:
@@ -294,31 +356,57 @@ def _relative(abs_diff: torch.Tensor, abs_expected: torch.Tensor, has_special_va
     return rel.masked_fill_(abs_diff == 0, 0.0)
 
 
-def _fill_statistics(result: CompareResult, abs_diff: torch.Tensor, rel_diff: torch.Tensor) -> None:
-    if result.actual_nan_count or result.expected_nan_count:  # NaN differences are counted, not averaged
-        comparable = ~torch.isnan(abs_diff)
-        abs_diff, rel_diff = abs_diff[comparable], rel_diff[comparable]
-    if abs_diff.numel() == 0:
-        result.max_diff = result.mean_diff = result.std_diff = result.max_rel_diff = 0.0
-        return
-    result.max_diff = float(abs_diff.max())
-    result.mean_diff = float(abs_diff.mean())
-    result.std_diff = float(abs_diff.std(correction=0))
-    result.max_rel_diff = float(rel_diff.max())
+class _Summary:
+    """Statistics of |a - e| and |a - e| / |e| merged chunk by chunk (Chan et al.'s
+    pairwise mean/variance update); NaN differences are counted, not averaged."""
+
+    def __init__(self):
+        self.failing = self.count = 0
+        self.mean = self.m2 = self.max_diff = self.max_rel = 0.0
+
+    def add(self, abs_diff: torch.Tensor, rel_diff: torch.Tensor, failing: int, has_nan: bool) -> None:
+        self.failing += failing
+        if has_nan:
+            comparable = ~torch.isnan(abs_diff)
+            abs_diff, rel_diff = abs_diff[comparable], rel_diff[comparable]
+        count = abs_diff.numel()
+        if count == 0:
+            return
+        mean = float(abs_diff.mean())
+        m2 = float(abs_diff.var(correction=0)) * count
+        total = self.count + count
+        delta = mean - self.mean
+        self.m2 += m2 + (delta * delta * self.count * count / total if self.count else 0.0)
+        self.mean += delta * count / total if self.count else delta
+        self.count = total
+        self.max_diff = max(self.max_diff, float(abs_diff.max()))
+        self.max_rel = max(self.max_rel, float(rel_diff.max()))
+
+    def fill(self, result: CompareResult) -> None:
+        result.max_diff, result.max_rel_diff = self.max_diff, self.max_rel
+        result.mean_diff = self.mean
+        result.std_diff = math.sqrt(self.m2 / self.count) if self.count else 0.0
 
 
-def _worst(abs_diff, rel_diff, close, count, flat_actual, flat_expected, shape) -> list[Outlier]:
-    """The *count* failing elements with the largest absolute difference, NaN first."""
+def _worst(abs_diff, rel_diff, close, count, chunk_actual, chunk_expected, offset) -> list[tuple]:
+    """The *count* failing elements of a chunk with the largest absolute difference
+    (NaN first, ties by position), as (score, flat index, actual, expected, abs diff, rel diff)."""
     if count == 0:
         return []
     score = abs_diff.nan_to_num(nan=math.inf, posinf=math.inf).masked_fill_(close, -math.inf)
-    flat_indices = torch.topk(score, count).indices
-    indices = torch.stack(torch.unravel_index(flat_indices, shape), dim=1).tolist() if shape else [[]] * count
-    return [
-        Outlier(index=tuple(index), actual=flat_actual[i].item(), expected=flat_expected[i].item(),
-                abs_diff=abs_diff[i].item(), rel_diff=rel_diff[i].item())
-        for index, i in zip(indices, flat_indices.tolist())
-    ]
+    values, indices = torch.sort(score, descending=True, stable=True)  # ties: lowest index first
+    return [(score_value, offset + i, chunk_actual[i].item(), chunk_expected[i].item(), abs_diff[i].item(),
+             rel_diff[i].item()) for score_value, i in zip(values[:count].tolist(), indices[:count].tolist())]
+
+
+def _outlier(candidate: tuple, shape) -> Outlier:
+    _, flat_index, actual, expected, abs_diff, rel_diff = candidate
+    index = []
+    for size in reversed(shape):
+        flat_index, position = divmod(flat_index, size)
+        index.append(position)
+    return Outlier(index=tuple(reversed(index)), actual=actual, expected=expected, abs_diff=abs_diff,
+                   rel_diff=rel_diff)
 
 
 # -------------------------------------------------------------------------- report
@@ -356,65 +444,3 @@ def _leaf_report_lines(result: CompareResult) -> list[str]:
         lines += [f"    {str(list(o.index)):<20} {_num(o.actual):>14} {_num(o.expected):>14}"
                   f" {_num(o.abs_diff):>12} {_num(o.rel_diff):>12}" for o in result.outliers]
     return lines
-
-
-# ----------------------------------------------------------------------------- CLI
-class UnreadableInput(Exception):
-    """A saved output file could not be loaded."""
-
-
-def load_saved(path: str | Path) -> Any:
-    """Load a tensor (or nested outputs) saved as .pt, .npy or .safetensors."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".pt":
-            return torch.load(path, map_location="cpu", weights_only=True)
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if suffix == ".safetensors":
-            return _load_safetensors(path)
-    except UnreadableInput:
-        raise
-    except Exception as error:  # every loader failure means the same thing here
-        raise UnreadableInput(f"{path}: cannot read: {type(error).__name__}: {error}") from error
-    raise UnreadableInput(f"{path}: unsupported file type {suffix!r}; use .pt, .npy or .safetensors")
-
-
-def _load_safetensors(path: Path) -> dict:
-    try:
-        from safetensors.torch import load_file
-    except ImportError as error:
-        raise UnreadableInput(f"{path}: reading .safetensors needs the 'safetensors' package "
-                              "(pip install safetensors)") from error
-    return load_file(path)
-
-
-def _compare_command(args: argparse.Namespace) -> int:
-    try:
-        actual, expected = load_saved(args.actual), load_saved(args.expected)
-        result = detailed_tensor_compare(
-            actual, expected, args.name, rtol=args.rtol, atol=args.atol,
-            max_error_ratio=args.max_error_ratio, int_tolerance=args.int_tolerance)
-    except (UnreadableInput, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(result.report())
-    return 0 if result.all_close else 1
-
-
-def add_cli(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "compare", help="compare saved outputs against a saved reference",
-        description="Compare ACTUAL against the reference EXPECTED (.pt, .npy, .safetensors). "
-                    "Exit 0 when all close, 1 when not, 2 when an input cannot be read.")
-    parser.add_argument("actual", help="saved kernel output")
-    parser.add_argument("expected", help="saved reference output")
-    parser.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
-    parser.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
-    parser.add_argument("--name", default=None, help="name shown in the report")
-    parser.add_argument("--max-error-ratio", type=float, default=0.0,
-                        help="pass while at most this share of elements is out of tolerance")
-    parser.add_argument("--int-tolerance", type=int, default=0,
-                        help="allowed |difference| when both sides are integer tensors")
-    parser.set_defaults(func=_compare_command)

@@ -26,18 +26,18 @@ import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, TextIO
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from ptogym import backends, ops
 from ptogym.backends.base import LaunchReport
+from ptogym.cli import MARKERS, UsageError, check_writable, verdict
 
 from .cases import Case, load_cases
-from .compare import Result, detailed_tensor_compare
+
+if TYPE_CHECKING:  # torch and the comparison load only when a case runs (fast --help, list)
+    from .compare import Result
 
 PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
-MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]"}
 _EXIT_CODES = {PASS: 0, FAIL: 1, ERROR: 2}
 
 
@@ -55,9 +55,12 @@ class CaseResult:
     launch: LaunchReport | None = None
 
     def summary_line(self) -> str:
+        """id, inputs, status, details, wall seconds and, when the backend simulated it, device µs."""
         details = self.reason if self.status == ERROR else " | ".join(r.brief() for r in self.outputs.values())
         seconds = sum(self.timings.values())
-        return f"{self.case.id}  {self.case.shape_summary}  {self.status}  {details}  {seconds:.2f}s"
+        simulated = self.launch.simulated_us if self.launch is not None else None
+        measured = f"  sim {simulated:.1f} us" if simulated is not None else ""
+        return f"{self.case.id}  {self.case.shape_summary}  {self.status}  {details}  {seconds:.2f}s{measured}"
 
     def report(self, verbose: bool = False) -> str:
         """The summary line, then why it did not pass: failing outputs' reports or the error."""
@@ -145,6 +148,8 @@ def _checked_run_return(value: Any) -> tuple[dict, LaunchReport]:
 
 def make_case_inputs(spec, case: Case, device="cpu") -> dict:
     """The case's inputs, deterministic from its seed (the runner, bench and tests share them)."""
+    import torch
+
     return spec.make_inputs(case, torch.Generator().manual_seed(case.seed), device)
 
 
@@ -172,6 +177,8 @@ def run_case(spec, case: Case, backend) -> CaseResult:
 
 
 def _compare_outputs(actual: dict, expected: dict, case: Case) -> dict[str, Result]:
+    from .compare import detailed_tensor_compare
+
     return {
         name: detailed_tensor_compare(actual[name], expected[name], name, rtol=case.rtol, atol=case.atol,
                                       max_error_ratio=case.max_error_ratio, int_tolerance=case.int_tolerance)
@@ -237,8 +244,10 @@ def run_cases(op_name: str, levels: list[str] | None = None, quick: bool = False
         run.error = str(error)
         return run
     run.backend = ready_backend.name
+    start = time.perf_counter()
     for index, case in enumerate(cases, 1):
-        _print(log, f"[{index}/{len(cases)}] {case.id} ...")
+        _print(log, f"[{index}/{len(cases)}] {op_name} {case.id} on {run.backend} ... "
+                    f"(elapsed {time.perf_counter() - start:.1f}s)")
         case_result = run_case(spec, case, ready_backend)
         run.cases.append(case_result)
         _print(log, case_result.report(verbose))
@@ -255,9 +264,9 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.list:
         return _list_levels(args.op)
     if args.all == bool(args.op):
-        print("error: give an operator name or --all (not both)")
-        print(MARKERS[2])
-        return 2
+        raise UsageError("give an operator name or --all (not both)")
+    if args.json:
+        check_writable(args.json, "--json")
     backends.configure_from_cli(args)
     options = dict(backend=args.backend, log=sys.stdout, verbose=args.verbose)
     if args.all:
@@ -265,26 +274,27 @@ def _run_command(args: argparse.Namespace) -> int:
     else:
         runs = [run_cases(args.op, args.levels or None, args.quick, **options)]
     exit_code = max((run.exit_code for run in runs), default=2)
+    print("no operator registered" if not runs else "\n".join(run.summary() for run in runs))
     if args.json:
         _write_json(args.json, {"verdict": MARKERS[exit_code].strip("[]"), "exit_code": exit_code,
                                 "runs": [run.to_dict() for run in runs]})
-    print("no operator registered" if not runs else "\n".join(run.summary() for run in runs))
     print(MARKERS[exit_code])
     return exit_code
 
 
 def _list_levels(op_name: str | None) -> int:
     if not op_name:
-        print("error: --list needs an operator name")
-        return 2
+        raise UsageError("--list needs an operator name")
     try:
         cases = load_cases(op_name)
     except Exception as error:  # unknown operator, import failure or invalid file
         print(f"error: {_describe(error)}")
+        print(verdict(2))
         return 2
     for case in cases:
         tags = ",".join(case.tags) or "-"
         print(f"{case.id:<12} {tags:<12} {case.shape_summary}  {case.description}")
+    print(verdict(0, precision=False))
     return 0
 
 
@@ -293,10 +303,11 @@ def _list_command(args: argparse.Namespace) -> int:
     exit_code = 0
     for name in ops.OP_NAMES:
         try:
-            print(f"{name:<28} {ops.get_op(name).description}")
+            print(f"{name:<28} {ops.describe(name)}")
         except Exception as error:
             print(f"{name:<28} (cannot load: {_describe(error)})")
             exit_code = 2
+    print(verdict(exit_code, precision=False))
     return exit_code
 
 

@@ -229,7 +229,7 @@ def verdict_line(result: BisectResult) -> str:
     return f"{MARKERS[2]} {result.op}: no golden probe matched a kernel op (name variables after the probes)"
 
 
-def _bisect_command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     try:
         result = run_bisect(args.op, args.level, args.module)
     except WorkflowError as error:
@@ -239,15 +239,3 @@ def _bisect_command(args: argparse.Namespace) -> int:
     print(report(result))
     print(verdict_line(result))
     return result.exit_code
-
-
-def add_cli(subparsers) -> None:
-    bisect = subparsers.add_parser(
-        "bisect", help="find the first kernel op whose result diverges from a golden probe",
-        description="Match ptogym.probe intermediates of the golden to the interpreter's op trace; last line "
-                    "[BISECT_FOUND] (exit 1), [BISECT_CLEAN] (exit 0) or [BISECT_ERROR] (exit 2).")
-    bisect.add_argument("op", help="operator name or operator package directory")
-    bisect.add_argument("level", nargs="?", help="case id (default: the first quick case)")
-    bisect.add_argument("--module", type=int, metavar="K",
-                        help="bisect the staged file of module K instead of kernel.py")
-    bisect.set_defaults(func=_bisect_command)

@@ -92,7 +92,7 @@ def scaffold(op: str, modules: int | None = None, directory: Path | None = None)
     return target
 
 
-def _new_command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     try:
         target = scaffold(args.op, args.modules, args.dir)
     except (ValueError, OSError) as error:
@@ -105,13 +105,3 @@ def _new_command(args: argparse.Namespace) -> int:
     next_step = f"ptogym run {args.op} --quick" if args.dir is None else f"ptogym stage {run_name}"
     print(f"[NEW_OK] {target}: {len(list(target.iterdir()))} files; next: {next_step}")
     return 0
-
-
-def add_cli(subparsers) -> None:
-    new = subparsers.add_parser(
-        "new", help="scaffold an operator package that passes its quick cases",
-        description="Write ptogym/ops/OP (or DIR/OP); last line [NEW_OK] (exit 0) or [NEW_ERROR] (exit 2).")
-    new.add_argument("op", help="operator name (a lower-case identifier)")
-    new.add_argument("--modules", type=int, metavar="N", help="also write the staged files of N modules")
-    new.add_argument("--dir", type=Path, help="parent directory (default: ptogym/ops)")
-    new.set_defaults(func=_new_command)

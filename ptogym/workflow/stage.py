@@ -212,7 +212,7 @@ def write_log(log: StageLog, log_dir: Path) -> list[Path]:
 
 
 # ------------------------------------------------------------------ CLI
-def _stage_command(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
     backends.configure_from_cli(args)
     try:
         log = run_stages(args.op, args.level, args.start, args.backend, args.log_dir)
@@ -233,17 +233,3 @@ def _stage_command(args: argparse.Namespace) -> int:
     print("log: " + ", ".join(str(p) for p in write_log(log, directory)))
     print(log.verdict_line())
     return log.exit_code
-
-
-def add_cli(subparsers) -> None:
-    stage = subparsers.add_parser(
-        "stage", help="verify the cumulative module files against the golden's boundary tensors",
-        description="Run <op>_module1_impl.py, <op>_module12_impl.py ... in order; last line "
-                    "[STAGE_PASS] (exit 0), [STAGE_FAIL] (exit 1) or [STAGE_ERROR] (exit 2).")
-    stage.add_argument("op", help="operator name or operator package directory")
-    stage.add_argument("--level", help="case id (default: the first quick case)")
-    stage.add_argument("--from", dest="start", type=int, default=1, metavar="K", help="resume at module K")
-    stage.add_argument("--backend", default=None, help=f"one of {', '.join(backends.names())} (default: interp)")
-    stage.add_argument("--log-dir", type=Path, help="where stage_log.md/.json go (default: <op dir>/verification)")
-    backends.add_cli_options(stage)
-    stage.set_defaults(func=_stage_command)

@@ -4,13 +4,24 @@ import math
 import torch
 
 
-def inplace_add_rms_norm_golden(x1, x2, gamma, eps=1e-6):
-    """Return (y, x_add, rstd) in x1's dtype; inputs are not modified."""
-    x_add = x1.to(torch.float32) + x2.to(torch.float32)
-    mean_square = x_add.pow(2).mean(dim=-1, keepdim=True)
-    rstd = torch.rsqrt(mean_square + eps)
-    y = x_add * rstd * gamma.to(torch.float32)
-    return y.to(x1.dtype), x_add.to(x1.dtype), rstd.to(x1.dtype)
+def inplace_add_rms_norm_golden(x1, x2, gamma, eps=1e-6, rows_per_block=4096):
+    """Return (y, x_add, rstd) in x1's dtype; inputs are not modified.
+
+    Rows are independent, so they are computed *rows_per_block* at a time: the fp32
+    temporaries stay a few tens of MB even for the largest levels (a 32768-row case
+    would otherwise hold about 4 GB of them)."""
+    hidden = x1.shape[-1]
+    rows = math.prod(x1.shape[:-1])
+    a, b = x1.reshape(rows, hidden), x2.reshape(rows, hidden)
+    y, x_add = torch.empty_like(a), torch.empty_like(a)
+    rstd = torch.empty(rows, 1, dtype=x1.dtype, device=x1.device)
+    weight = gamma.to(torch.float32)
+    for start in range(0, rows, rows_per_block):
+        block = slice(start, start + rows_per_block)
+        added = a[block].to(torch.float32) + b[block].to(torch.float32)
+        inverse = torch.rsqrt(added.pow(2).mean(dim=-1, keepdim=True) + eps)
+        y[block], x_add[block], rstd[block] = added * inverse * weight, added, inverse
+    return y.view(x1.shape), x_add.view(x1.shape), rstd.view(*x1.shape[:-1], 1)
 
 
 def self_check(hidden: int = 7168, eps: float = 1e-6, dtype=torch.float32) -> None:

@@ -12,12 +12,14 @@ a custom op whose outputs alias its inputs; the Python function returns the alia
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
-from ptogym.ops import OpSpec
+from ptogym.ops import OpSpec, describe
+from ptogym.ops.inplace import check_inplace_arguments
 
 from . import kernel
 from .golden import inplace_add_rms_norm_golden
@@ -40,6 +42,8 @@ def shape_rule_violations(x1, x2, gamma, eps) -> list[tuple[type, str]]:
     if tuple(x2.shape) != shape:
         problems.append((ValueError, f"x2: shape {list(x2.shape)} must equal x1's shape {list(shape)}"))
     hidden = shape[-1]
+    if hidden == 0:
+        problems.append((ValueError, f"x1: H (the last dim) must be > 0, got shape {list(shape)}"))
     if tuple(gamma.shape) != (hidden,):
         problems.append((ValueError, f"gamma: shape {list(gamma.shape)} must be [H] = [{hidden}]"))
     element = torch.empty((), dtype=x1.dtype).element_size()
@@ -51,9 +55,23 @@ def shape_rule_violations(x1, x2, gamma, eps) -> list[tuple[type, str]]:
                                      f"{kernel.SUM_BUFFER_BYTES} B reduction buffer"))
     if math.prod(shape) > INT32_MAX:
         problems.append((ValueError, f"x1: {math.prod(shape)} elements > {INT32_MAX}; PyPTO shapes are int32-sized"))
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
-        problems.append((ValueError, f"eps: must be a finite number > 0, got {eps!r}"))
+    if eps_problem := _eps_problem(eps):
+        problems.append((ValueError, eps_problem))
     return problems
+
+
+def _eps_problem(eps) -> str | None:
+    """eps must be a real number (Python or numpy) that is finite and > 0 as a float."""
+    shown = repr(eps) if len(repr(eps)) <= 40 else f"{repr(eps)[:20]}...({len(repr(eps))} chars)"
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        return f"eps: must be a real number, got {type(eps).__name__} {shown}"
+    try:
+        value = float(eps)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value) or value <= 0:
+        return f"eps: must be a finite number > 0, got {shown}"
+    return None
 
 
 def validate(x1, x2, gamma, eps) -> None:
@@ -66,16 +84,10 @@ def validate(x1, x2, gamma, eps) -> None:
     for name, t in (("x2", x2), ("gamma", gamma)):
         if t.device != x1.device:
             raise ValueError(f"{name}: device {t.device} must equal x1's device {x1.device}")
-    for name, t in (("x1", x1), ("x2", x2), ("gamma", gamma)):
+    for name, t in (("x1", x1), ("x2", x2)):
         if not t.is_contiguous():
-            raise ValueError(f"{name}: must be contiguous (strides {t.stride()}); the op writes in place")
-    if x1.numel() and _overlap(x1, x2):
-        raise ValueError("x2: shares memory with x1; the two in-place outputs need separate buffers")
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+            raise ValueError(f"{name}: must be contiguous (strides {t.stride()}); the op writes it in place")
+    check_inplace_arguments("inplace_add_rms_norm", written={"x1": x1, "x2": x2}, read={"gamma": gamma})
 
 
 def launch(x1, x2, gamma, eps, backend=None, variant=None) -> tuple[torch.Tensor, LaunchReport]:
@@ -85,9 +97,10 @@ def launch(x1, x2, gamma, eps, backend=None, variant=None) -> tuple[torch.Tensor
     hidden = x1.shape[-1]
     rstd = torch.empty(*x1.shape[:-1], 1, dtype=x1.dtype, device=x1.device)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
-    if x1.numel() == 0:
+    if x1.numel() == 0 or x1.device.type == "meta":  # nothing to compute; meta tensors carry only shapes
         return rstd, LaunchReport(backend=backend.name, wall_s=0.0)
     x1_rows, x2_rows = x1.view(-1, hidden), x2.view(-1, hidden)
+    gamma = gamma.contiguous()  # read only, so any stride is fine
     static = {"hidden": hidden, "dtype": SUPPORTED_DTYPES[x1.dtype], **(kernel.VARIANTS[variant] if variant else {})}
     report = backend.launch(
         kernel.build, static,
@@ -115,6 +128,7 @@ def inplace_add_rms_norm(x1, x2, gamma, eps=1e-6, *, backend=None):
     """
     if not torch.compiler.is_compiling():  # traced calls see fake tensors; the kernel call validates
         validate(x1, x2, gamma, eps)
+        eps = float(eps)  # numpy scalars and big ints become the schema's float
     if backend is None:
         rstd = torch.ops.ptogym.inplace_add_rms_norm(x1, x2, gamma, eps)
     else:
@@ -163,13 +177,15 @@ def hbm_bytes(case, copy_back: bool = False) -> int:
 
 SPEC = OpSpec(
     name="inplace_add_rms_norm",
-    description="fused residual add + RMSNorm, y and x_add written back into x1 and x2 in place",
+    description=describe("inplace_add_rms_norm"),
     make_inputs=_make_inputs,
     golden=_golden,
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     input_names=("x1", "x2", "gamma"),
+    attr_names=("eps",),
+    writes=("x1", "x2"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={
         # simulated side by side with the default kernel by ``ptogym bench``

@@ -1,0 +1,162 @@
+"""Real-pypto launches in a child process, so that Ctrl-C and SIGTERM stop them at once.
+
+pypto compiles in C++ for 1 to 35 s per call, and Python runs signal handlers only
+between bytecodes: in-process, a Ctrl-C waited for the compile to end.  Here one
+child per backend (started on first use with ``spawn``: it imports torch and pypto
+once, ~3 s) serves launches one at a time.  The caller's tensors travel as copies in
+shared memory (uninitialised ones when nothing is computed: the cost model reads no
+values) and the computed values are copied back only when the launch computed them,
+so the caller's tensors keep their addresses and stay untouched otherwise.  While the
+parent waits, an interrupt kills the child, removes its run directory and re-raises.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import types
+from dataclasses import asdict
+
+from . import BackendUnavailable
+from .base import OutputsNotComputed
+
+_POLL_S = 0.05
+_workers: dict = {}
+
+
+class _Worker:
+    def __init__(self, backend_name: str):
+        context = multiprocessing.get_context("spawn")
+        self.connection, child_end = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child_end, backend_name), daemon=True,
+                                       name=f"ptogym-{backend_name}")
+        # spawn re-imports the parent's __main__ in the child: a user's script without a
+        # main guard would run twice.  The worker needs nothing from it.
+        main, sys.modules["__main__"] = sys.modules["__main__"], types.ModuleType("__main__")
+        try:
+            self.process.start()
+        finally:
+            sys.modules["__main__"] = main
+        child_end.close()
+
+    def call(self, request: tuple) -> tuple:
+        try:
+            self.connection.send(request)
+            while not self.connection.poll(_POLL_S):
+                if not self.process.is_alive():
+                    raise EOFError
+            return self.connection.recv()
+        except (EOFError, OSError):
+            code = self.process.exitcode
+            self.kill()
+            raise RuntimeError(f"the pypto worker process died (exit code {code})") from None
+        except BaseException:  # KeyboardInterrupt / SIGTERM: stop the compile now
+            self.kill()
+            raise
+
+    def kill(self) -> None:
+        """Stop the child and what it started (SIGTERM, then SIGKILL after 1 s, to its
+        process group: pypto's g++ and cmake too) and remove its run directory."""
+        from . import _pypto_runtime as rt
+
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.process.pid, signum)
+            except (ProcessLookupError, PermissionError):  # not (yet) a group of its own
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.process.pid, signum)
+            self.process.join(1.0)
+            if not self.process.is_alive():
+                break
+        for folder in (rt.cache_root() / "pypto-runs").glob(f"run-{self.process.pid}-*"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def stop(self) -> None:
+        try:
+            self.connection.send(None)
+            self.process.join(10.0)
+        except (OSError, ValueError):
+            pass
+        self.kill()
+
+
+def can_run(builder) -> bool:
+    """A builder the worker can import: defined at module level outside ``__main__``."""
+    return builder.__module__ != "__main__" and "<locals>" not in builder.__qualname__
+
+
+def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dict, compute: bool) -> dict:
+    """Run ``backend``'s launch of ``builder`` in its worker; return the report fields.
+    Raises what the launch raised in the worker (same type for ptogym's own errors)."""
+    import torch
+
+    unique: dict[int, int] = {}
+    shared, index = [], []
+    for tensor in tensors:  # one shared copy per tensor object: aliased arguments stay aliased
+        if id(tensor) not in unique:
+            unique[id(tensor)] = len(shared)
+            shared.append(tensor.clone() if compute else torch.empty_like(tensor))
+        index.append(unique[id(tensor)])
+    options = {"max_compute_elements": getattr(backend, "max_compute_elements", None),
+               "keep_artifacts": backend.keep_artifacts, "verbose": backend.verbose,
+               "cost_only_mode": backend.cost_only_mode}
+    if backend.name not in _workers or not _workers[backend.name].process.is_alive():
+        _workers[backend.name] = _Worker(backend.name)
+    worker = _workers[backend.name]
+    try:
+        status, payload = worker.call((builder, static, shared, index, scalars, options))
+    except BaseException:
+        _workers.pop(backend.name, None)
+        raise
+    if status == "error":
+        raise _rebuild_error(*payload)
+    if payload["outputs_valid"]:
+        for position, tensor in enumerate(tensors):
+            tensor.copy_(shared[index[position]])
+    return payload
+
+
+def _rebuild_error(type_name: str, message: str) -> Exception:
+    from . import _pypto_runtime as rt
+
+    known = {cls.__name__: cls for cls in (OutputsNotComputed, BackendUnavailable, rt.PyptoRunError,
+                                           ValueError, TypeError)}
+    return known.get(type_name, RuntimeError)(message if type_name in known else f"{type_name}: {message}")
+
+
+def _serve(connection, backend_name: str) -> None:
+    """The child: launch requests one at a time until told to stop (None)."""
+    os.setpgrp()  # Ctrl-C in a terminal reaches the parent only; it stops this group when it must
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from . import _pypto_runtime as rt
+    from . import get_backend
+
+    backend = get_backend(backend_name)
+    backend.isolated = False  # this process is the one that runs pypto
+    try:
+        while (request := connection.recv()) is not None:
+            builder, static, shared, index, scalars, options = request
+            for name, value in options.items():
+                setattr(backend, name, value)
+            try:
+                report = backend.launch(builder, static, [shared[i] for i in index], scalars)
+                connection.send(("ok", asdict(report)))
+            except Exception as error:
+                connection.send(("error", (type(error).__name__, str(error))))
+    except EOFError:  # the parent went away
+        pass
+    finally:
+        rt.end_session()  # multiprocessing children skip atexit
+
+
+@atexit.register
+def stop_workers() -> None:
+    """Stop every worker (at exit; ``ptogym bench`` after each case, to release the
+    memory pypto keeps for every kernel it compiled)."""
+    for worker in list(_workers.values()):
+        worker.stop()
+    _workers.clear()
