@@ -9,6 +9,9 @@ import os
 
 import pytest
 
+# lint fixtures are sample kernels and tests for `ptogym lint`, not tests of ours
+collect_ignore = ["fixtures"]
+
 
 def pytest_addoption(parser):
     parser.addoption("--backend", default=os.environ.get("PTOGYM_BACKEND") or "interp",
