@@ -145,7 +145,8 @@ def loop_int():
 @pypto.frontend.jit
 def dyn_kernel_bool(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
-    if x.shape[0]:  # MARK: loop_bool
+    has_rows = bool(x.shape[0])  # MARK: loop_bool
+    if has_rows:
         out.move(pypto.neg(x))
 
 
@@ -170,11 +171,11 @@ def loop_list_index():
 def dyn_kernel_slice(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
     for i in pypto.loop(x.shape[0] // 8):
-        tile = x[i * 8:i * 8 + 8, :]  # MARK: loop_slice
+        tile = x[i * 8:x.shape[0], :]  # MARK: loop_slice
         pypto.assemble(tile, [i * 8, 0], out)
 
 
-@case("C-LOOP-03", "symbolic (i * 8) (= 0) in a [] slice on axis 0", "pypto.view")
+@case("C-TILE-06", "slice on axis 0 of 'x': length x.shape[0]=16 - (i * 8)=0 depends on runtime values", "pypto.view")
 def loop_slice():
     dyn_kernel_slice(z(16, 64), z(16, 64))
 

@@ -1,7 +1,24 @@
-"""Named constraint checks.  Every rule the interpreter enforces has an id listed in
-``CHECKS``; a violation raises ``ConstraintViolation`` naming the id, the user's
-kernel file:line and the offending values.  ``lenient()`` turns them into warnings
-(for exploring foreign code); the interpreter then carries on like pypto would.
+"""Named constraint checks, and the one rule that decides what each of them is.
+
+**The rule.**  Real pypto 0.2.0 is the specification.  A check is an *error*
+(``C-*`` id, raises ``ConstraintViolation``) only when
+
+* real pypto rejects the kernel (its parser, an op's argument validation, a pass), or
+* the kernel would compute wrong results on a device although pypto lets it through:
+  out-of-bounds views or assembles, misaligned or UB-overflowing tiles, unwritten
+  outputs, reads of uninitialised workspace, arguments that do not match their
+  annotation (pypto only checks those in its CHECKATTR debug mode, and otherwise
+  reinterprets the memory).
+
+Documented guidance that pypto accepts and computes correctly (e.g. "reduce in
+FP32") is *advice* (``A-*`` id): a ``ConstraintWarning`` shown once per kernel site
+(file:line), silenced per id with ``silence("A-...")`` or ``PTOGYM_SILENCE=A-...,A-...``.
+``ptogym interp --checks`` lists every id with its class.  Every check's verdict is
+backed by the same kernel run through real pypto (``tests/check_probes.py``,
+``tests/fixtures/checks_pypto.json``).
+
+``lenient()`` turns errors into warnings too (for exploring foreign code); the
+interpreter then carries on like pypto would.
 """
 from __future__ import annotations
 
@@ -39,7 +56,12 @@ CHECKS = {
     "C-API-05": "pypto.sum accepts only DT_FP32 input",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
-                   "break, continue, with or try, and no `from __future__ import annotations` in its module",
+                   "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
+                   "built-in min/max on runtime values, and no `from __future__ import annotations` in its module",
+}
+
+#: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.
+ADVICE = {
 }
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -56,7 +78,48 @@ class ConstraintViolation(ValueError):
 
 
 class ConstraintWarning(UserWarning):
-    """A constraint violation reported in lenient mode."""
+    """Advice (``A-*``), or a constraint violation reported in lenient mode."""
+
+
+def check_class(check_id: str) -> str:
+    return "advice" if check_id in ADVICE else "error"
+
+
+def rule_of(check_id: str) -> str:
+    return ADVICE.get(check_id) or CHECKS[check_id]
+
+
+_silenced = {part.strip() for part in os.environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+_advised: set = set()  # (id, site) already shown
+
+
+def silence(*check_ids: str) -> None:
+    """Stop showing the given advice ids (``PTOGYM_SILENCE=A-X,A-Y`` does the same)."""
+    for check_id in check_ids:
+        if check_id not in ADVICE:
+            raise ValueError(f"silence({check_id!r}): not an advice id; advice ids: {sorted(ADVICE)}")
+        _silenced.add(check_id)
+
+
+def unsilence(*check_ids: str) -> None:
+    _silenced.difference_update(check_ids)
+
+
+def advise(check_id: str, details: str, location: str | None = None) -> None:
+    """Show documented advice once per (id, kernel site), unless silenced."""
+    if check_id in _silenced:
+        return
+    site = location or user_location()
+    if (check_id, site) in _advised:
+        return
+    _advised.add((check_id, site))
+    message = f"[{check_id}] {site}: {details} (advice: {ADVICE[check_id]})"
+    warnings.warn_explicit(message, ConstraintWarning, *_split_site(site))
+
+
+def _split_site(site: str):
+    path, _, line = site.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (site, 0)
 
 
 def user_location() -> str:
@@ -74,7 +137,7 @@ def violation(check_id: str, details: str, location: str | None = None) -> None:
     error = ConstraintViolation(check_id, details, location or user_location())
     if not _lenient:
         raise error
-    warnings.warn(str(error), ConstraintWarning, stacklevel=3)
+    warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
 
 def is_lenient() -> bool:

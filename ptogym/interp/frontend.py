@@ -46,10 +46,17 @@ def dynamic(name: str) -> SymbolicScalar:
     return SymbolicScalar(0, name)
 
 
-# Statements and expressions pypto 0.2.0's kernel parser rejects (measured).
-_UNPARSEABLE = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested async def", ast.Lambda: "lambda",
-                ast.ClassDef: "class definition", ast.While: "while loop", ast.Break: "break",
-                ast.Continue: "continue", ast.With: "with block", ast.Try: "try block"}
+# The statements pypto 0.2.0's kernel parser has a visitor for (parser.py ``_visit_*``);
+# any other statement is "not supported by the PTO parser yet".  ``return`` has a
+# visitor that always refuses; nested ``def`` and ``lambda`` are refused too (measured).
+_PARSED_STATEMENTS = (ast.For, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.If, ast.Delete,
+                      ast.Assert, ast.Pass)
+_REFUSED_EXPRESSIONS = {ast.Lambda: "lambda"}
+_STATEMENT_NAMES = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested async def",
+                    ast.ClassDef: "class definition", ast.While: "while loop", ast.Break: "break",
+                    ast.Continue: "continue", ast.With: "with block", ast.Try: "try block",
+                    ast.Return: "return (write results into an out parameter instead)",
+                    ast.Import: "import", ast.ImportFrom: "import"}
 
 
 def _check_parser_subset(func) -> None:
@@ -64,11 +71,28 @@ def _check_parser_subset(func) -> None:
     except (OSError, TypeError, SyntaxError):  # no source (e.g. exec'd code): nothing to check
         return
     definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef):
+        return
+
+    def refuse(node, what):
+        line = func.__code__.co_firstlineno + node.lineno - 1
+        violation("C-SYNTAX-01", f"{what} inside kernel {func.__name__} (pypto's parser refuses it)",
+                  f"{filename}:{line}")
+
+    arguments = definition.args
+    for kind, present in (("keyword-only parameter", arguments.kwonlyargs), ("*args", arguments.vararg),
+                          ("**kwargs", arguments.kwarg), ("positional-only parameter", arguments.posonlyargs)):
+        if present:
+            refuse(definition, f"{kind} in the signature")
     for node in ast.walk(definition):
-        if node is not definition and type(node) in _UNPARSEABLE:
-            line = func.__code__.co_firstlineno + node.lineno - 1
-            violation("C-SYNTAX-01", f"{_UNPARSEABLE[type(node)]} inside kernel {func.__name__}; move helpers to "
-                                     f"module or builder scope", f"{filename}:{line}")
+        if node is definition:
+            continue
+        if isinstance(node, ast.stmt) and not isinstance(node, _PARSED_STATEMENTS):
+            refuse(node, _STATEMENT_NAMES.get(type(node), f"{type(node).__name__} statement"))
+        elif isinstance(node, ast.For) and node.orelse:
+            refuse(node, "for-else")
+        elif type(node) in _REFUSED_EXPRESSIONS:
+            refuse(node, _REFUSED_EXPRESSIONS[type(node)])
 
 
 class JitKernel:
@@ -133,14 +157,21 @@ class JitKernel:
         return params
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
+        """A parameter shaped like its argument, with the annotation's dynamic axes symbolic.
+        The rank rule is pypto's: ``Tensor()`` takes any rank, a list of DYNAMIC/STATIC/ints
+        (optionally ending in ``...``) or ``[]`` at least its length, int/symbol shapes exactly."""
         expected = spec.dtype
         if expected is not None and arg.dtype != expected.torch:
             violation("C-ARG-01", f"{self.__name__}({name}=...): dtype {arg.dtype}, annotation says {expected}")
-        if len(spec.shape) != arg.dim():
+        rule = _rank_rule(spec.spec_shape)
+        dims = [d for d in spec.shape if d is not Ellipsis]
+        if (rule == "exact" and len(dims) != arg.dim()) or (rule == "at least" and len(dims) > arg.dim()):
             violation("C-ARG-01", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
-                                  f"{_fmt_spec(spec.shape)}")
+                                  f"{_fmt_spec(spec.shape)} needs rank {'>= ' if rule == 'at least' else ''}"
+                                  f"{len(dims)}")
         shape = []
-        for axis, (dim, size) in enumerate(zip(spec.shape, arg.shape)):
+        for axis, size in enumerate(arg.shape):
+            dim = dims[axis] if axis < len(dims) else STATIC
             if isinstance(dim, StatusType) and dim is not STATIC:
                 shape.append(SymbolicScalar(size, f"{name}.shape[{axis}]"))
             elif isinstance(dim, SymbolicScalar):
@@ -161,8 +192,26 @@ class JitKernel:
                       _region=tuple(slice(0, n) for n in arg.shape))
 
 
+def _rank_rule(spec_shape) -> str:
+    """pypto's annotation rank rule: "any" (``Tensor()``), "at least" (a status list:
+    DYNAMIC/STATIC/ints, the last may be ``...``; also ``[]``) or "exact"."""
+    if spec_shape is None:
+        return "any"
+    if not isinstance(spec_shape, list) or (spec_shape and all(_is_int(d) for d in spec_shape)):
+        return "exact"
+    head, last = spec_shape[:-1], spec_shape[-1:]
+    status = all(isinstance(d, StatusType) or _is_int(d) for d in head) and \
+        all(isinstance(d, StatusType) or _is_int(d) or d is Ellipsis for d in last)
+    return "at least" if status else "exact"
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def _fmt_spec(shape) -> str:
-    return "[" + ", ".join(d.name if isinstance(d, StatusType) else str(d) for d in shape) + "]"
+    return "[" + ", ".join(d.name if isinstance(d, StatusType) else "..." if d is Ellipsis else str(d)
+                           for d in shape) + "]"
 
 
 def _to_torch(result):
@@ -256,9 +305,9 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
 def _loop_position(scalar, which: str) -> SymbolicScalar:
     if not isinstance(scalar, SymbolicScalar) or scalar.loop is None:
         violation("C-LOOP-07", f"pypto.is_loop_{which}({scalar!r}): not a pypto.loop index")
-        return SymbolicScalar(0, is_condition=True)
+        return SymbolicScalar(0, "is_loop_position(?)")
     target = scalar.loop.first if which == "begin" else scalar.loop.last
-    return SymbolicScalar(int(scalar.value == target), f"is_loop_{which}({scalar.expr})", is_condition=True)
+    return SymbolicScalar(int(scalar.value == target), f"is_loop_{which}({scalar.expr})")
 
 
 def is_loop_begin(scalar) -> SymbolicScalar:

@@ -15,17 +15,18 @@ import torch
 
 from . import dtypes, runtime
 from .checks import violation
-from .symbolic import SymbolicScalar, value_of
+from .symbolic import SymbolicScalar, concrete_difference, value_of
 
 
 class Tensor:
     """Annotation (``pypto.Tensor([DYNAMIC, 128], DT_FP32)`` outside a kernel), kernel
     parameter, workspace (``pypto.tensor(...)`` inside a kernel) or op result."""
 
-    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "__weakref__")
+    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "spec_shape", "__weakref__")
 
     def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
                  device=None, ori_shape=None, *, _data=None, _record=None, _region=None):
+        self.spec_shape = shape  # as written: an annotation's rank rule depends on it (frontend)
         self._shape = list(shape) if shape is not None else (list(_data.shape) if _data is not None else [])
         self.dtype = dtype if dtype is not None else (dtypes.from_torch(_data.dtype) if _data is not None else None)
         self.name = name
@@ -51,6 +52,22 @@ class Tensor:
         self.region = tuple(slice(0, n) for n in shape)
         runtime.current().records.append(self.record)
 
+    @classmethod
+    def __class_getitem__(cls, params):
+        """``pypto.Tensor[[DYNAMIC, 128], DT_FP32]`` annotations: shape list, dtype, name."""
+        shape = dtype = None
+        name = ""
+        for param in params if isinstance(params, tuple) else (params,):
+            if isinstance(param, (list, tuple)):
+                shape = list(param)
+            elif isinstance(param, dtypes.DataType):
+                dtype = param
+            elif isinstance(param, str):
+                name = param
+            elif isinstance(param, dict):
+                shape, dtype, name = param.get("shape", shape), param.get("dtype", dtype), param.get("name", name)
+        return cls(shape, dtype, name)
+
     # --- attributes pypto exposes --------------------------------------------------
     @property
     def shape(self) -> list:
@@ -75,7 +92,10 @@ class Tensor:
 
     # --- reading and writing by index ----------------------------------------------
     def __getitem__(self, key):
-        offsets, shape, dropped = _parse_key(self, key, allow_symbolic=False)
+        key = _normalize_key(self, key)
+        if all(not isinstance(k, slice) for k in key):
+            return _read_element(self, key)
+        offsets, shape, dropped = _slice_view(self, key)
         tile = view(self, shape, offsets)
         if dropped:
             keep = [d for i, d in enumerate(tile._shape) if i not in dropped]
@@ -83,8 +103,13 @@ class Tensor:
         return tile
 
     def __setitem__(self, key, value) -> None:
-        offsets, _, dropped = _parse_key(self, key, allow_symbolic=True)
-        if not isinstance(value, Tensor):
+        key = _normalize_key(self, key)
+        offsets = [(0 if k.start is None else k.start) if isinstance(k, slice) else k for k in key]
+        dropped = {axis for axis, k in enumerate(key) if not isinstance(k, slice)}
+        if len(dropped) == len(key):  # one element (pypto: SetTensorData)
+            value = Tensor(_data=torch.full([1] * len(key), value_of(value) if isinstance(value, SymbolicScalar)
+                                            else value, dtype=self.dtype.torch, device=self.data.device))
+        elif not isinstance(value, Tensor):
             fill = torch.full(_extent_after(self, offsets), value, dtype=self.dtype.torch, device=self.data.device)
             value = Tensor(_data=fill)
         elif dropped:
@@ -116,8 +141,9 @@ def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     return Tensor(shape, dtype, _data=data)
 
 
-def _parse_key(t: Tensor, key, allow_symbolic: bool):
-    """Translate ``t[key]`` into view offsets/shape and the int-indexed dims to drop."""
+def _normalize_key(t: Tensor, key) -> tuple:
+    """``t[key]`` as one entry per axis (pypto's rules: ``...`` expands, missing axes are
+    whole, negative Python ints count from the end)."""
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         i = key.index(Ellipsis)
@@ -125,24 +151,58 @@ def _parse_key(t: Tensor, key, allow_symbolic: bool):
     key = key + (slice(None),) * (t.dim() - len(key))
     if len(key) != t.dim():
         violation("C-VIEW-02", f"index with {len(key)} entries on rank-{t.dim()} tensor {t.name!r}")
+    normalized = []
+    for k, dim in zip(key, t._shape):
+        if isinstance(k, slice):
+            if k.step not in (None, 1):
+                violation("C-API-06", f"slice step {k.step} on axis {len(normalized)}; only contiguous slices exist")
+            k = slice(_from_end(k.start, dim), _from_end(k.stop, dim))
+        else:
+            k = _from_end(k, dim)
+        normalized.append(k)
+    return tuple(normalized)
+
+
+def _from_end(index, dim):
+    return dim + index if _is_int(index) and index < 0 and _is_int(dim) else index
+
+
+def _slice_view(t: Tensor, key):
+    """View offsets and shape of a slicing key, and the int-indexed axes to drop.  A
+    slice may start and stop at runtime values when its length is still a constant."""
     offsets, shape, dropped = [], [], set()
     for axis, (k, dim) in enumerate(zip(key, t._shape)):
         if isinstance(k, slice):
-            if k.step not in (None, 1):
-                violation("C-API-06", f"slice step {k.step} on axis {axis}; only contiguous slices exist")
             start = 0 if k.start is None else k.start
             stop = dim if k.stop is None else k.stop
         else:
             start, stop = k, k + 1
             dropped.add(axis)
-        for bound in (start, stop):
-            if isinstance(bound, SymbolicScalar) and not allow_symbolic and bound is not dim:
-                violation("C-LOOP-03", f"symbolic {bound.expr} (= {bound.value}) in a [] slice on axis {axis}; "
-                                       f"use pypto.view with symbolic offsets")
+        length = concrete_difference(stop, start)
+        if length is None:
+            violation("C-TILE-06", f"slice on axis {axis} of {t.name!r}: length {_fmt1(stop)} - {_fmt1(start)} "
+                                   f"depends on runtime values; a view shape must be a constant (use pypto.view "
+                                   f"with valid_shape)")
+            length = value_of(stop) - value_of(start)
         offsets.append(start)
-        length = stop - start
-        shape.append(length if isinstance(length, int) else value_of(length))
+        shape.append(length)
     return offsets, shape, dropped
+
+
+def _read_element(t: Tensor, key) -> SymbolicScalar:
+    """``t[i, j]`` with only indices: one element of a DT_INT32 tensor, a runtime scalar
+    usable as an offset or loop bound (pypto: GetTensorData)."""
+    if t.dtype is not dtypes.DT_INT32:
+        violation("C-API-06", f"{t.name or 'tensor'}[{', '.join(_fmt1(k) for k in key)}]: reading one element "
+                              f"needs a DT_INT32 tensor, got {t.dtype}")
+    region = tuple(slice(value_of(k), value_of(k) + 1) for k in key)
+    _note_read(t, region, "view")
+    value = int(t.data[tuple(value_of(k) for k in key)])
+    return SymbolicScalar(value, f"{t.name or 'tensor'}[{', '.join(str(_fmt_index(k)) for k in key)}]")
+
+
+def _fmt_index(k) -> str:
+    return k.expr if isinstance(k, SymbolicScalar) else str(k)
 
 
 def _extent_after(t: Tensor, offsets) -> list[int]:
