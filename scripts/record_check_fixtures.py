@@ -3,11 +3,11 @@ compiler and, for the numbers, its own interpreter on this CPU, as the pypto-sim
 backend drives it) and write the verdicts and outputs to
 ``tests/fixtures/checks_pypto.json``.
 
-    python3 scripts/record_check_fixtures.py [PROBE ...]
+    flock /tmp/ptogym-pypto.lock python3 scripts/record_check_fixtures.py [PROBE ...]
 
 With probe names, only those are re-recorded (the others are kept).  Each probe runs
-in its own process under ``flock /tmp/ptogym-pypto.lock`` (a rejected kernel can
-leave pypto's native state broken enough to crash the next one).  Each entry is
+in its own process (a rejected kernel can leave pypto's native state broken enough
+to crash the next one); ~3 s a probe.  Each entry is
 ``{"verdict": "accepted", "outputs": [...]}`` (every written tensor as dtype, shape
 and base64 bytes) or ``{"verdict": "rejected", "error": "<type>: <first line>"}``.
 """
@@ -55,7 +55,7 @@ def child(name: str) -> None:
 
 
 def run_isolated(name: str) -> dict:
-    command = ["flock", "/tmp/ptogym-pypto.lock", "timeout", "170", sys.executable, __file__, "--child", name]
+    command = ["timeout", "120", sys.executable, __file__, "--child", name]
     done = subprocess.run(command, capture_output=True, text=True)
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:

@@ -718,3 +718,46 @@ def syntax_keyword_only(pypto):
         pypto.set_vec_tile_shapes(8, 64)
         out[:] = pypto.exp(x)
     return kernel
+
+
+_OVERFLOW_K = 135168  # 127 * 127 * K > 2**31 - 1: the int32 accumulator overflows
+
+
+@probe("ok", inputs=lambda: [torch.full((16, _OVERFLOW_K), 127, dtype=torch.int8),
+                             torch.full((_OVERFLOW_K, 16), 127, dtype=torch.int8), zeros(16, 16, dtype=torch.int32)])
+def matmul_int8_overflow(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, _OVERFLOW_K], pypto.DT_INT8), b: pypto.Tensor([_OVERFLOW_K, 16], pypto.DT_INT8),
+               out: pypto.Tensor([16, 16], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [2048, 8192], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_INT32)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(16, 32, seed=1), rand(32, 16, seed=2), zeros(16, 16)], atol=1e-5)
+def matmul_tf32_round(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_FP32), b: pypto.Tensor([32, 16], pypto.DT_FP32),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32, extend_params={"trans_mode": pypto.TransMode.CAST_ROUND})
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(2, 16, 64), rand(16, 1, 64, seed=3), zeros(2, 16, 64)])
+def api_broadcast_3d(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([2, 16, 64], pypto.DT_FP32), w: pypto.Tensor([16, 1, 64], pypto.DT_FP32),
+               out: pypto.Tensor([2, 16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(2, 16, 64)
+        out[:] = pypto.add(x, pypto.reshape(w, [16, 64]))
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(32, 128, seed=0), zeros(32, 128)], outputs=(0, 1))
+def annotation_status_higher_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.exp(x)
+    return kernel

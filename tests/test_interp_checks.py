@@ -32,13 +32,19 @@ class Case:
 
 
 CASES: list[Case] = []
+ADVICE_CASES: list[Case] = []
 
 
-def case(check_id, *fragments, lenient_runs=True):
+def case(check_id, *fragments, lenient_runs=True, into=CASES):
     def register(fn):
-        CASES.append(Case(check_id, fn.__name__, fn, fragments, lenient_runs))
+        into.append(Case(check_id, fn.__name__, fn, fragments, lenient_runs))
         return fn
     return register
+
+
+def advice_case(check_id, *fragments):
+    """A program pypto accepts that gets one piece of advice (at the marked line)."""
+    return case(check_id, *fragments, into=ADVICE_CASES)
 
 
 def marked_line(name: str) -> int:
@@ -53,6 +59,8 @@ def clean_state(monkeypatch):
     """Kernels inherit global tile shapes and the platform: start from none / DAV_2201,
     in strict mode whatever $PTOGYM_LENIENT says."""
     monkeypatch.setattr(checks, "_lenient", False)
+    monkeypatch.setattr(checks, "_advised", set())
+    monkeypatch.setattr(checks, "_silenced", set())
     vec, cube, profile = runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile, interp_platform.profile
     runtime.GLOBAL_RUN.vec_tile = runtime.GLOBAL_RUN.cube_tile = None
     pypto.set_platform("DAV_2201")
@@ -468,15 +476,27 @@ def mem_partial():
 
 
 @pypto.frontend.jit
-def half_output_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+def half_output_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):  # MARK: out_partial
     pypto.set_vec_tile_shapes(4, 64)
     out[0:4, :] = pypto.exp(x[0:4, :])
     out[4:8, 0:16] = x[4:8, 0:16]
 
 
-@case("C-OUT-01", "output out [8, 64]: 192 element(s) never written, first at index [4, 16]")
+@advice_case("A-OUT-01", "output out [8, 64]: 192 element(s) never written, first at index [4, 16]")
 def out_partial():
-    half_output_kernel(r(8, 64), z(8, 64))  # MARK: out_partial
+    half_output_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def unused_param_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32),  # MARK: out_never
+                        forgotten: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.exp(x)
+
+
+@advice_case("A-OUT-01", "parameter forgotten [8, 64] is never read or written")
+def out_never():
+    unused_param_kernel(r(8, 64), z(8, 64), z(8, 64))
 
 
 # --- C-API ----------------------------------------------------------------------------------------------
@@ -562,14 +582,14 @@ def api_broadcast():
 
 
 @pypto.frontend.jit
-def broadcast_rank_kernel(a: pypto.Tensor([8, 64], F32), b: pypto.Tensor([64], F32), out: pypto.Tensor([8, 64], F32)):
+def broadcast_rank_kernel(a: pypto.Tensor([8, 64], F32), b: pypto.Tensor([32], F32), out: pypto.Tensor([8, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
     out[:] = pypto.add(a, b)  # MARK: api_broadcast_rank
 
 
-@case("C-API-03", "pypto.add: rank 2 [8, 64] vs rank 1 [64]", lenient_runs=False)
+@case("C-API-03", "pypto.add: shapes [8, 64] and [1, 32] do not broadcast", lenient_runs=False)
 def api_broadcast_rank():
-    broadcast_rank_kernel(r(8, 64), r(64), z(8, 64))
+    broadcast_rank_kernel(r(8, 64), r(32), z(8, 64))
 
 
 @pypto.frontend.jit
@@ -578,7 +598,7 @@ def sum_bf16_kernel(x: pypto.Tensor([8, 64], BF16), out: pypto.Tensor([8, 1], BF
     out[:] = pypto.sum(x, -1, keepdim=True)  # MARK: api_sum_bf16
 
 
-@case("C-API-05", "pypto.sum on DT_BF16 [8, 64]", "cast to DT_FP32")
+@advice_case("A-SUM-01", "pypto.sum on DT_BF16 [8, 64]", "cast to DT_FP32")
 def api_sum_bf16():
     sum_bf16_kernel(z(8, 64, dtype=torch.bfloat16), z(8, 1, dtype=torch.bfloat16))
 
@@ -661,6 +681,56 @@ def loop_unroll_extent():
     unroll_extent_kernel(r(9, 64), z(9, 64))
 
 
+@pypto.frontend.jit
+def zero_step_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i in pypto.loop(0, 8, 0):  # MARK: loop_zero_step
+        out[:] = pypto.exp(x)
+
+
+@case("C-LOOP-09", "pypto.loop(0, 8, 0): step 0")
+def loop_zero_step():
+    zero_step_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def bad_unroll_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(1, 64)
+    for i, factor in pypto.loop_unroll(0, 8, 1, unroll_list=[-2, 0, 4]):  # MARK: loop_unroll_factors
+        pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
+
+
+@case("C-LOOP-09", "pypto.loop_unroll(0, 8, 1, unroll_list=[-2, 0, 4]): factors [-2, 0] are not positive ints",
+      lenient_runs=False)
+def loop_unroll_factors():
+    bad_unroll_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def odd_unroll_kernel(x: pypto.Tensor([14, 64], F32), out: pypto.Tensor([14, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i, factor in pypto.loop_unroll(0, 14, 1, unroll_list=[8, 3]):  # MARK: loop_unroll_overlap
+        pypto.assemble(pypto.exp(pypto.view(x, [factor, 64], [i, 0])), [i, 0], out)
+
+
+@advice_case("A-LOOP-01", "runs iterations", "instead of range(0, 14, 1)")
+def loop_unroll_overlap():
+    odd_unroll_kernel(r(14, 64), z(14, 64))
+
+
+@pypto.frontend.jit
+def builtin_min_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i in pypto.loop(x.shape[0] // 8):
+        rows = min(x.shape[0] - i * 8, 8)  # MARK: syntax_builtin_min
+        pypto.assemble(pypto.view(x, [8, 64], [i * 8, 0], valid_shape=[rows, 64]), [i * 8, 0], out)
+
+
+@case("C-SYNTAX-01", "built-in min/max over runtime value", "use pypto.min/pypto.max")
+def syntax_builtin_min():
+    builtin_min_kernel(r(16, 64), z(16, 64))
+
+
 @case("C-SYNTAX-01", "while loop inside kernel loop_kernel")
 def syntax_while():
     @pypto.frontend.jit
@@ -673,7 +743,37 @@ def syntax_while():
 # --- the tests ----------------------------------------------------------------------------------------
 def test_every_check_has_a_case():
     assert {c.check_id for c in CASES} == set(CHECKS)
-    assert len({c.name for c in CASES}) == len(CASES)
+    assert {c.check_id for c in ADVICE_CASES} == set(checks.ADVICE)
+    assert len({c.name for c in CASES + ADVICE_CASES}) == len(CASES + ADVICE_CASES)
+
+
+@pytest.mark.parametrize("c", ADVICE_CASES, ids=lambda c: f"{c.check_id}:{c.name}")
+def test_advice_warns_once_per_site_and_is_silenced_per_id(c):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c.run()
+        c.run()  # the same site again: not repeated
+    advice = [w for w in caught if issubclass(w.category, ConstraintWarning)]
+    assert len(advice) == 1, [str(w.message) for w in advice]
+    message = str(advice[0].message)
+    assert message.startswith(f"[{c.check_id}] {__file__}:{marked_line(c.name)}: "), message
+    assert (advice[0].filename, advice[0].lineno) == (__file__, marked_line(c.name))
+    assert checks.ADVICE[c.check_id] in message and checks.check_class(c.check_id) == "advice"
+    for fragment in c.fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    checks._advised.clear()
+    pypto.silence(c.check_id)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        c.run()
+    assert not [w for w in caught if issubclass(w.category, ConstraintWarning)]
+
+
+def test_silence_refuses_error_ids_and_reads_the_environment():
+    with pytest.raises(ValueError, match="not an advice id"):
+        pypto.silence("C-VIEW-01")
+    assert checks.silenced_by_env({"PTOGYM_SILENCE": "A-SUM-01, A-OUT-01,"}) == {"A-SUM-01", "A-OUT-01"}
+    assert checks.silenced_by_env({}) == set()
 
 
 @pytest.mark.parametrize("c", CASES, ids=lambda c: f"{c.check_id}:{c.name}")
@@ -718,7 +818,7 @@ def test_lenient_view_is_clipped_and_valid_shape_passes():
     out = torch.full((8, 64), -1.0)
     with lenient(), pytest.warns(ConstraintWarning) as record:
         view_oob_kernel(x, out)
-    assert [str(w.message)[:11] for w in record] == ["[C-VIEW-01]", "[C-OUT-01] "]
+    assert [str(w.message)[:11] for w in record] == ["[C-VIEW-01]", "[A-OUT-01] "]
     assert torch.equal(out[:4], x[4:])  # pypto clips the view to the source
     assert (out[4:] == -1).all()
 

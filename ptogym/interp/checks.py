@@ -36,6 +36,7 @@ CHECKS = {
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
     "C-LOOP-08": "a view at a loop_unroll index must span the unrolled factor (factor * step) on that axis",
+    "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors positive ints",
     "C-TILE-02": "a vector tile's last dim must be 32-byte aligned (tile_last * dtype_bytes % 32 == 0)",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
@@ -49,11 +50,9 @@ CHECKS = {
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
     "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled (graph cycle)",
     "C-MEM-01": "a pypto.tensor must be written before it is read",
-    "C-OUT-01": "every element of an output parameter must be written by the kernel",
     "C-API-01": "elementwise operands must share one dtype",
     "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8->int32, fp8 via scaled_mm)",
     "C-API-03": "broadcast operands need equal rank and dims that are equal or 1",
-    "C-API-05": "pypto.sum accepts only DT_FP32 input",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
                    "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
@@ -62,6 +61,11 @@ CHECKS = {
 
 #: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.
 ADVICE = {
+    "A-OUT-01": "an output parameter the kernel writes only partly (or never) keeps the caller's values "
+                "elsewhere; write every element unless that is meant",
+    "A-LOOP-01": "loop_unroll factors should divide each other and the step the range: pypto's sub-loops "
+                 "(left = (stop - start) % (step * factor)) otherwise skip or repeat iterations",
+    "A-SUM-01": "reduce in DT_FP32: pypto.sum on a 16-bit type accumulates in that type",
 }
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -89,7 +93,12 @@ def rule_of(check_id: str) -> str:
     return ADVICE.get(check_id) or CHECKS[check_id]
 
 
-_silenced = {part.strip() for part in os.environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+def silenced_by_env(environ=os.environ) -> set:
+    """The advice ids ``PTOGYM_SILENCE`` (comma-separated) silences."""
+    return {part.strip() for part in environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+
+
+_silenced = silenced_by_env()
 _advised: set = set()  # (id, site) already shown
 
 

@@ -19,7 +19,7 @@ import textwrap
 import torch
 
 from . import dtypes, runtime
-from .checks import violation
+from .checks import advise, violation
 from .runtime import KernelRun, LoopInfo, StorageRecord
 from .symbolic import SymbolicScalar, value_of
 from .tensor import Tensor
@@ -59,9 +59,11 @@ _STATEMENT_NAMES = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested
                     ast.Import: "import", ast.ImportFrom: "import"}
 
 
-def _check_parser_subset(func) -> None:
-    """C-SYNTAX-01: the kernel source must be something real pypto can parse."""
+def _check_parser_subset(func) -> str:
+    """C-SYNTAX-01: the kernel source must be something real pypto can parse.  Returns
+    the kernel's site, file:line of its ``def``."""
     filename = func.__code__.co_filename
+    site = f"{filename}:{func.__code__.co_firstlineno}"
     if func.__code__.co_flags & __future__.annotations.compiler_flag:
         violation("C-SYNTAX-01", f"kernel {func.__name__} is defined under `from __future__ import annotations`: "
                                  f"pypto would then treat every tensor parameter as a scalar",
@@ -69,10 +71,10 @@ def _check_parser_subset(func) -> None:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     except (OSError, TypeError, SyntaxError):  # no source (e.g. exec'd code): nothing to check
-        return
+        return site
     definition = tree.body[0]
     if not isinstance(definition, ast.FunctionDef):
-        return
+        return site
 
     def refuse(node, what):
         line = func.__code__.co_firstlineno + node.lineno - 1
@@ -84,15 +86,27 @@ def _check_parser_subset(func) -> None:
                           ("**kwargs", arguments.kwarg), ("positional-only parameter", arguments.posonlyargs)):
         if present:
             refuse(definition, f"{kind} in the signature")
-    for node in ast.walk(definition):
-        if node is definition:
-            continue
+    for node in _parsed_nodes(definition):
         if isinstance(node, ast.stmt) and not isinstance(node, _PARSED_STATEMENTS):
             refuse(node, _STATEMENT_NAMES.get(type(node), f"{type(node).__name__} statement"))
         elif isinstance(node, ast.For) and node.orelse:
             refuse(node, "for-else")
         elif type(node) in _REFUSED_EXPRESSIONS:
             refuse(node, _REFUSED_EXPRESSIONS[type(node)])
+    return f"{filename}:{func.__code__.co_firstlineno + definition.lineno - 1}"
+
+
+def _parsed_nodes(definition):
+    """The nodes pypto's parser visits whatever the arguments: an ``if`` with a Python
+    bool test only has its taken branch visited, so if-branches are left out."""
+    pending = list(ast.iter_child_nodes(definition))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, ast.If):
+            pending.append(node.test)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
 
 
 class JitKernel:
@@ -102,7 +116,7 @@ class JitKernel:
         self.func = func
         self.options = options
         self.scope = scope or {}  # the defining frame's locals, for postponed annotations
-        _check_parser_subset(func)
+        self.site = _check_parser_subset(func)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
         functools.update_wrapper(self, func)
@@ -135,7 +149,7 @@ class JitKernel:
             scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
             scalars.update(kwargs)
             result = self.func(*params, **scalars)
-            run.check_outputs()
+            run.check_outputs(self.site)
         finally:
             runtime.pop()
         return _to_torch(result)
@@ -261,6 +275,9 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     """``for i in pypto.loop(stop)`` / ``loop(start, stop[, step])``: i is a symbolic
     index carrying its value."""
     start, stop, step = (value_of(v) for v in _range(args))
+    if step == 0:
+        violation("C-LOOP-09", f"pypto.loop({', '.join(_fmt_arg(a) for a in args)}): step 0")
+        return
     values = range(start, stop, step)
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
@@ -282,24 +299,39 @@ def _loop_body():
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
                 submit_before_loop: bool = False):
-    """Yield ``(index, factor)`` pairs covering [start, stop): the largest factor while
-    a whole step of it fits, then smaller factors for the remainder (1 always last).
-    As in pypto, each factor is its own sub-loop: ``is_loop_begin``/``is_loop_end``
-    refer to the first/last index of the factor's sub-loop."""
+    """Yield ``(index, factor)`` pairs, with pypto's arithmetic: factors largest first
+    (1 added), each a sub-loop ``loop(begin, stop - left, step * factor)`` where
+    ``left = (stop - start) % (step * factor)`` and the next begins at ``stop - left``.
+    ``is_loop_begin``/``is_loop_end`` refer to the first/last index of the sub-loop."""
     start, stop, step = (value_of(v) for v in _range(args))
+    bad = [f for f in unroll_list if not _is_int(f) or f <= 0]
+    if bad or step == 0:
+        violation("C-LOOP-09", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
+                               f"{list(unroll_list)}): " + (f"factors {bad} are not positive ints" if bad else "step 0"))
+        return
     factors = sorted(set(unroll_list) | {1}, reverse=True)
     label = idx_name or name or "i"
-    position = start
+    plan, begin = [], start
     for factor in factors:
         stride = step * factor
-        count = len(range(position, stop, step)) // factor  # whole steps of factor iterations left
-        indices = [position + i * stride for i in range(count)]
-        position += count * stride
+        left = (stop - start) % stride
+        plan.append((factor, stride, range(begin, stop - left, stride)))
+        begin = stop - left
+    covered = [i + k * step for _, stride, indices in plan for i in indices for k in range(stride // step)]
+    if covered != list(range(start, stop, step)):
+        advise("A-LOOP-01", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
+                            f"{list(unroll_list)}) runs iterations {covered[:12]}{'...' if len(covered) > 12 else ''}"
+                            f" instead of range({start}, {stop}, {step})")
+    for factor, stride, indices in plan:
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
             with _loop_body():
                 for value in indices:
                     yield SymbolicScalar(value, label, loop=info), factor
+
+
+def _fmt_arg(x) -> str:
+    return f"{x.expr}={x.value}" if isinstance(x, SymbolicScalar) else repr(x)
 
 
 def _loop_position(scalar, which: str) -> SymbolicScalar:

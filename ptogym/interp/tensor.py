@@ -81,6 +81,14 @@ class Tensor:
     def dim(self) -> int:
         return len(self._shape)
 
+    @property
+    def format(self):
+        """Memory layout; the interpreter's tensors are all ND (row-major).  The
+        ``pypto.TileOpFormat`` member when the namespace has that enum, else its name."""
+        import ptogym.interp as namespace
+        enum = getattr(namespace, "TileOpFormat", None)
+        return "TILEOP_ND" if enum is None else enum.TILEOP_ND
+
     def set_cache_policy(self, policy, value=True) -> None:
         self.cache_policy = (policy, value)
 

@@ -89,9 +89,9 @@ def _scalar(x):
 
 
 def _broadcast(op: str, a: Tensor, b: Tensor):
-    """Data of two operands with equal rank, trimmed to their common valid extent."""
-    if a.dim() != b.dim():
-        violation("C-API-03", f"pypto.{op}: rank {a.dim()} {list(_static(a))} vs rank {b.dim()} {list(_static(b))}")
+    """Operands with equal rank (a lower-rank one gains leading 1-dims, numpy style, as
+    in pypto), their data trimmed to the common valid extent, and the result shape."""
+    a, b = _leading_ones(a, b.dim()), _leading_ones(b, a.dim())
     sa, sb = _static(a), _static(b)
     for x, y in zip(sa, sb):
         if x != y and x != 1 and y != 1:
@@ -103,7 +103,14 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
         da = da[tuple(slice(0, c if p != 1 else 1) for c, p in zip(common, sa))]
         db = db[tuple(slice(0, c if q != 1 else 1) for c, q in zip(common, sb))]
     shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
-    return da, db, shape
+    return a, b, da, db, shape
+
+
+def _leading_ones(t: Tensor, rank: int) -> Tensor:
+    extra = rank - t.dim()
+    if extra <= 0:
+        return t
+    return wrap(t.data.reshape([1] * extra + list(t.data.shape)), t.dtype, [1] * extra + list(t._shape))
 
 
 def _binary(op: str, fn, input, other, *, result_dtype=None):
@@ -117,7 +124,7 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         if other.dtype is not input.dtype:
             violation("C-API-01", f"pypto.{op}: {input.dtype} {list(_static(input))} with {other.dtype} "
                                   f"{list(_static(other))}; cast one side first")
-        a, b, shape = _broadcast(op, input, other)
+        input, other, a, b, shape = _broadcast(op, input, other)
         out_dtype = result_dtype or input.dtype
         result = wrap(fn(a, b), out_dtype, shape)
         check_vector_tiles(op, input, other, result)

@@ -8,7 +8,7 @@ import math
 import torch
 
 from .. import runtime
-from ..checks import violation
+from ..checks import advise, violation
 from ..dtypes import DT_FP32
 from ..platform import platform
 from ..symbolic import sym_max, sym_min, value_of
@@ -33,10 +33,10 @@ def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
 
 
 def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
-    """Sum along dim.  Only DT_FP32 (C-API-05); the input tile must fit the reduction
-    buffer (C-TILE-04)."""
+    """Sum along dim (in the input's dtype; A-SUM-01 advises DT_FP32); the input tile
+    must fit the reduction buffer (C-TILE-04)."""
     if input.dtype is not DT_FP32:
-        violation("C-API-05", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
+        advise("A-SUM-01", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
     tile = runtime.current().vec_tile
     if tile is not None and len(tile) == input.dim():
         effective = [builtins.min(a, value_of(b)) for a, b in zip(tile, input._shape)]
