@@ -54,9 +54,18 @@ def child(name: str) -> None:
     print(json.dumps(record(PROBES[name], backend)))
 
 
+def _limit_memory() -> None:
+    """pypto can run away (``pypto.loop(0, 8, 0)`` grows without end): cap a probe."""
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY, CHILD_MEMORY))
+
+
+CHILD_MEMORY = 8 << 30
+
+
 def run_isolated(name: str) -> dict:
-    command = ["timeout", "120", sys.executable, __file__, "--child", name]
-    done = subprocess.run(command, capture_output=True, text=True)
+    command = ["timeout", "90", sys.executable, __file__, "--child", name]
+    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_limit_memory)
     lines = done.stdout.strip().splitlines()
     if done.returncode == 0 and lines:
         return json.loads(lines[-1])

@@ -748,5 +748,7 @@ def test_launcher_usage_errors(capsys, launcher_sandbox):
 
 def test_launcher_lists_every_check(capsys):
     assert launcher.main(["--checks"]) == 0
-    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == list(checks.CHECKS)
+    listed = [line.split(maxsplit=2) for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE]
+    assert all(row[1] == ("advice" if row[0].startswith("A-") else "error") for row in listed)
+    assert all(row[2] == checks.rule_of(row[0]) for row in listed)

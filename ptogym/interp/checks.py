@@ -36,13 +36,12 @@ CHECKS = {
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
     "C-LOOP-08": "a view at a loop_unroll index must span the unrolled factor (factor * step) on that axis",
-    "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors positive ints",
-    "C-TILE-02": "a vector tile's last dim must be 32-byte aligned (tile_last * dtype_bytes % 32 == 0)",
+    "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
     "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
-    "C-TILE-08": "the vector tile rank must match the rank of the op's tensors",
+    "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
     "C-VIEW-01": "a view or slice must lie inside its source unless valid_shape covers the overhang",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
@@ -52,7 +51,7 @@ CHECKS = {
     "C-MEM-01": "a pypto.tensor must be written before it is read",
     "C-API-01": "elementwise operands must share one dtype",
     "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8->int32, fp8 via scaled_mm)",
-    "C-API-03": "broadcast operands need equal rank and dims that are equal or 1",
+    "C-API-03": "broadcast operands need dims that are equal or 1 (a lower-rank operand is aligned right)",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
                    "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
@@ -63,8 +62,11 @@ CHECKS = {
 ADVICE = {
     "A-OUT-01": "an output parameter the kernel writes only partly (or never) keeps the caller's values "
                 "elsewhere; write every element unless that is meant",
-    "A-LOOP-01": "loop_unroll factors should divide each other and the step the range: pypto's sub-loops "
-                 "(left = (stop - start) % (step * factor)) otherwise skip or repeat iterations",
+    "A-LOOP-01": "loop_unroll factors should be positive and divide each other, and the step the range: "
+                 "pypto ignores negative factors, and its sub-loops (left = (stop - start) % (step * factor)) "
+                 "otherwise skip or repeat iterations",
+    "A-TILE-02": "a vector tile's last dim should be 32-byte aligned (tile_last * dtype_bytes % 32 == 0); "
+                 "pypto pads an unaligned one",
     "A-SUM-01": "reduce in DT_FP32: pypto.sum on a 16-bit type accumulates in that type",
 }
 

@@ -15,6 +15,7 @@ import functools
 import inspect
 import sys
 import textwrap
+import warnings
 
 import torch
 
@@ -109,6 +110,20 @@ def _parsed_nodes(definition):
             pending.extend(ast.iter_child_nodes(node))
 
 
+def _warn_npu_only(options: dict, site: str) -> None:
+    """Options that only mean something on an NPU are ignored here, with one line saying so."""
+    run_mode = (options.get("runtime_options") or {}).get("run_mode")
+    if run_mode is not None and getattr(run_mode, "value", run_mode) == RunMode.NPU.value:
+        warnings.warn_explicit(f"jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
+                               f"runs the kernel on the arguments' torch device instead", RuntimeWarning,
+                               *_site_parts(site))
+
+
+def _site_parts(site: str):
+    path, _, line = site.rpartition(":")
+    return path, int(line)
+
+
 class JitKernel:
     """A ``@pypto.frontend.jit`` kernel; options are accepted and kept in ``options``."""
 
@@ -117,6 +132,7 @@ class JitKernel:
         self.options = options
         self.scope = scope or {}  # the defining frame's locals, for postponed annotations
         self.site = _check_parser_subset(func)
+        _warn_npu_only(options, self.site)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
         functools.update_wrapper(self, func)
@@ -304,11 +320,13 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     ``left = (stop - start) % (step * factor)`` and the next begins at ``stop - left``.
     ``is_loop_begin``/``is_loop_end`` refer to the first/last index of the sub-loop."""
     start, stop, step = (value_of(v) for v in _range(args))
-    bad = [f for f in unroll_list if not _is_int(f) or f <= 0]
-    if bad or step == 0:
-        violation("C-LOOP-09", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
-                               f"{list(unroll_list)}): " + (f"factors {bad} are not positive ints" if bad else "step 0"))
+    call = f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list={list(unroll_list)})"
+    bad = [f for f in unroll_list if not _is_int(f) or f == 0]
+    if bad or step == 0:  # pypto: "integer modulo by zero" (measured), or a loop that never ends
+        violation("C-LOOP-09", f"{call}: " + (f"factors {bad} are not non-zero ints" if bad else "step 0"))
         return
+    if any(f < 0 for f in unroll_list):  # pypto runs their sub-loops zero times (measured)
+        advise("A-LOOP-01", f"{call}: negative factors {[f for f in unroll_list if f < 0]} are ignored")
     factors = sorted(set(unroll_list) | {1}, reverse=True)
     label = idx_name or name or "i"
     plan, begin = [], start

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
+import importlib.util
 import os
 import runpy
 import sys
+import warnings
 
 USAGE = ("ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]\n"
-         "       ptogym interp --checks          list the constraint checks the interpreter enforces")
+         "       ptogym interp --checks          list the checks (class error or advice) and their rules")
 
 
 def bind_pypto() -> None:
@@ -20,6 +23,16 @@ def bind_pypto() -> None:
     sys.modules["pypto"] = interp
     sys.modules["pypto.frontend"] = frontend
     sys.modules["pypto.experimental"] = experimental
+    for name in ("pypto_impl", "operation"):  # published kernels reach into these (when we have them)
+        if importlib.util.find_spec(f"ptogym.interp.{name}") is not None:
+            module = importlib.import_module(f"ptogym.interp.{name}")
+            sys.modules[f"pypto.{name}"] = module
+            setattr(interp, name, module)
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings of a launched program on one line each (the source line is noise here)."""
+    return f"{filename}:{lineno}: {category.__name__}: {message}\n"
 
 
 def main(argv: list[str]) -> int:
@@ -36,8 +49,8 @@ def main(argv: list[str]) -> int:
             print(USAGE)
             return 0
         elif flag == "--checks":
-            for check_id, rule in checks.CHECKS.items():
-                print(f"{check_id:<14} {rule}")
+            for check_id in [*checks.CHECKS, *checks.ADVICE]:
+                print(f"{check_id:<14} {checks.check_class(check_id):<7} {checks.rule_of(check_id)}")
             return 0
         else:
             print(f"ptogym interp: unknown option {flag}\nusage: {USAGE}", file=sys.stderr)
@@ -52,13 +65,23 @@ def main(argv: list[str]) -> int:
         set_platform(options.platform)
     bind_pypto()
     # a with-block, not a bare __enter__(): an unreferenced lenient() is undone when collected
-    with checks.lenient(True) if options.lenient else contextlib.nullcontext():
+    with checks.lenient(True) if options.lenient else contextlib.nullcontext(), _one_line_warnings():
         if argv[0] == "-m":
             sys.argv = argv[1:]
             return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
         return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    previous = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
 
 
 def _exit_code(run) -> int:

@@ -1,13 +1,13 @@
 """What every op family shares: the ``Element`` scalar, operand handling (scalars,
 broadcasting, binary/unary application) and the vector-tile checks (C-LOOP-01,
-C-TILE-02/03/06/08) each op runs over its operands and result."""
+C-TILE-03/06/08, advice A-TILE-02) each op runs over its operands and result."""
 from __future__ import annotations
 
 import builtins
 import math
 
 from .. import runtime
-from ..checks import violation
+from ..checks import advise, violation
 from ..dtypes import DataType
 from ..platform import platform
 from ..symbolic import SymbolicScalar, value_of
@@ -56,20 +56,18 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     total, valid = 0, True
     for t in tensors:
         shape = _static(t)
-        if len(tile) != len(shape):
+        if len(tile) < len(shape):
             valid = False
             violation("C-TILE-08", f"pypto.{op}: vec tile {list(tile)} (rank {len(tile)}) on {t.name or 'tensor'} "
-                                   f"{list(shape)} (rank {len(shape)}); set a rank-{len(shape)} tile")
+                                   f"{list(shape)} (rank {len(shape)}); set a tile of rank >= {len(shape)}")
             continue
-        effective = [builtins.min(a, b) for a, b in zip(tile, shape)]
+        own = tile[len(tile) - len(shape):]  # a higher-rank tile applies by its trailing dims (pypto accepts it)
         nbytes = t.dtype.nbytes
-        last = effective[-1]
-        if last > 1 and (last * nbytes) % platform.profile.ub_block_bytes:
-            valid = False
-            violation("C-TILE-02", f"pypto.{op}: tile last dim {last} x {nbytes} B ({t.dtype}) = {last * nbytes} B "
-                                   f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
-                                   f"tensor {list(shape)})")
-        total += math.prod(effective) * nbytes
+        if own[-1] * nbytes % platform.profile.ub_block_bytes:
+            advise("A-TILE-02", f"pypto.{op}: tile last dim {own[-1]} x {nbytes} B ({t.dtype}) = {own[-1] * nbytes} B "
+                                f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
+                                f"tensor {list(shape)})")
+        total += math.prod(builtins.min(a, b) for a, b in zip(own, shape)) * nbytes
     if total > platform.profile.ub_bytes:
         valid = False
         violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "
