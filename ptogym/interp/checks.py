@@ -35,7 +35,6 @@ CHECKS = {
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
-    "C-LOOP-08": "a view at a loop_unroll index must span the unrolled factor (factor * step) on that axis",
     "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
@@ -67,6 +66,7 @@ ADVICE = {
                  "otherwise skip or repeat iterations",
     "A-TILE-02": "a vector tile's last dim should be 32-byte aligned (tile_last * dtype_bytes % 32 == 0); "
                  "pypto pads an unaligned one",
+    "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
     "A-SUM-01": "reduce in DT_FP32: pypto.sum on a 16-bit type accumulates in that type",
 }
 

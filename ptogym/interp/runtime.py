@@ -61,7 +61,7 @@ class LoopInfo:
     name: str
     first: int | None
     last: int | None
-    rows_per_index: int | None = None  # loop_unroll: factor * step elements per index (C-LOOP-08)
+    rows_per_index: int | None = None  # loop_unroll: factor * step elements per index (A-LOOP-02)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import dtypes, runtime
-from .checks import violation
+from .checks import advise, violation
 from .symbolic import SymbolicScalar, concrete_difference, value_of
 
 
@@ -262,13 +262,14 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
 
 
 def _check_unrolled_extent(input: Tensor, shape, offsets) -> None:
-    """C-LOOP-08: at a loop_unroll index the view must cover what one index stands for."""
+    """A-LOOP-02: at a loop_unroll index a view usually covers what one index stands for
+    (pypto computes exactly the view given, so rows may be skipped: advice)."""
     for axis, offset in enumerate(offsets):
         loop = offset.loop if isinstance(offset, SymbolicScalar) else None
         if loop is not None and loop.rows_per_index is not None and shape[axis] != loop.rows_per_index:
-            violation("C-LOOP-08", f"view of {input.name!r} at {offset.expr}={offset.value} ({loop.name}) spans "
-                                   f"{shape[axis]} on axis {axis}, but each index of that loop covers "
-                                   f"{loop.rows_per_index}; size the view with the unroll factor")
+            advise("A-LOOP-02", f"view of {input.name!r} at {offset.expr}={offset.value} ({loop.name}) spans "
+                                f"{shape[axis]} on axis {axis}, but each index of that loop covers "
+                                f"{loop.rows_per_index}; size the view with the unroll factor")
 
 
 def _note_read(t: Tensor, region, how: str) -> None:

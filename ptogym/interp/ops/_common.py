@@ -64,6 +64,7 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
         own = tile[len(tile) - len(shape):]  # a higher-rank tile applies by its trailing dims (pypto accepts it)
         nbytes = t.dtype.nbytes
         if own[-1] * nbytes % platform.profile.ub_block_bytes:
+            valid = False  # re-checked at every call: advice is per site
             advise("A-TILE-02", f"pypto.{op}: tile last dim {own[-1]} x {nbytes} B ({t.dtype}) = {own[-1] * nbytes} B "
                                 f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
                                 f"tensor {list(shape)})")
@@ -73,7 +74,7 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
         violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "
                                f"{platform.profile.ub_bytes} B on {platform.profile.npuarch} (vec tile {list(tile)}, "
                                f"shapes {[list(_static(t)) for t in tensors]})")
-    if valid:  # a violation let through by lenient() must still be reported in strict mode
+    if valid:  # a violation let through by lenient(), or advice, must be reported at the next site too
         _checked.add(signature)
 
 
