@@ -184,7 +184,7 @@ def dyn_kernel_slice(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64
         pypto.assemble(tile, [i * 8, 0], out)
 
 
-@case("C-TILE-06", "slice on axis 0 of 'x': length x.shape[0]=16 - (i * 8)=0 depends on runtime values", "pypto.view")
+@case("C-TILE-06", "slice on axis 0 of 'x': length x.shape[0]=16 - (i*8)=0 depends on runtime values", "pypto.view")
 def loop_slice():
     dyn_kernel_slice(z(16, 64), z(16, 64))
 

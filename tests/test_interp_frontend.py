@@ -460,12 +460,13 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
         seen["as_variable"] = n.as_variable()
         seen["is_variable"] = n.is_variable
         seen["concrete"] = (pypto.SymbolicScalar(4).is_concrete(), n.is_concrete(), n.is_symbol())
+        seen["kinds"] = [(v.is_symbol(), v.is_expression()) for v in (n, n + 1, pypto.SymbolicScalar(4))]
         seen["n"] = n
 
     seen = {}
     kernel(torch.zeros(11, 64))
     assert seen["values"] == [14, 14, 9, 9, 704, 22, 3, 4, 3, -11, 8, 11, 11, 4, 40, 2]
-    assert seen["expr"] == "((x.shape[0] * 2) + 1)"
+    assert seen["expr"] == "((x.shape[0]*2)+1)"
     assert seen["conditions"] == [True, False, True, False, True, False]
     assert seen["branch"] == "n <= m"
     assert seen["as_variable"] is None and seen["is_variable"] is True
@@ -473,6 +474,7 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
         seen["n"].concrete()
     seen["concrete_error"] = info.value.check_id
     assert seen["concrete"] == (True, False, True)
+    assert seen["kinds"] == [(True, False), (False, True), (False, False)]
     assert seen["concrete_error"] == "C-LOOP-03"
     named = pypto.SymbolicScalar("batch", 6)
     assert named.expr == "batch" and named.value == 6

@@ -57,7 +57,11 @@ class SymbolicScalar:
     is_immediate = is_concrete
 
     def is_symbol(self) -> bool:
-        return not self.is_concrete()
+        """A named runtime value (a dim, a loop index), not an expression of them."""
+        return not self.is_concrete() and _NAME.fullmatch(self.expr) is not None
+
+    def is_expression(self) -> bool:
+        return not self.is_concrete() and not self.is_symbol()
 
     # --- Python conversions a real build cannot perform --------------------------
     def __index__(self) -> int:
@@ -95,7 +99,8 @@ class SymbolicScalar:
     def __repr__(self) -> str:
         return f"SymbolicScalar({self.expr}={self.value})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.expr
 
 
 _BUILTIN_MIN_MAX = re.compile(r"(?<![\w.])(min|max)\(")
@@ -114,7 +119,10 @@ def _binary(op, symbol, *, reflected=False):
         if not isinstance(other, (int, SymbolicScalar)):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
-        return SymbolicScalar(op(_value(a), _value(b)), f"({_expr(a)} {symbol} {_expr(b)})")
+        value = op(_value(a), _value(b))
+        if all(not isinstance(x, SymbolicScalar) or x.is_concrete() for x in (a, b)):
+            return SymbolicScalar(value)  # pypto folds constants
+        return SymbolicScalar(value, f"({_expr(a)}{symbol}{_expr(b)})")  # spelled as pypto prints it
     return method
 
 
@@ -126,7 +134,7 @@ for _name, _op, _sym in [("add", operator.add, "+"), ("sub", operator.sub, "-"),
 for _name, _op, _sym in [("lt", operator.lt, "<"), ("le", operator.le, "<="), ("gt", operator.gt, ">"),
                          ("ge", operator.ge, ">="), ("eq", operator.eq, "=="), ("ne", operator.ne, "!=")]:
     setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
-SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, f"(-{self.expr})")
+SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, None if self.is_concrete() else f"(-{self.expr})")
 
 
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*")
