@@ -45,7 +45,10 @@ def record(probe, backend) -> dict:
 
 
 def child(name: str) -> None:
-    """Record one probe and print its entry as the last line of stdout."""
+    """Record one probe and print its entry as the last line of stdout (numbers for
+    tensors up to 2**24 elements: the int32-overflow matmul probe needs ~6.5M)."""
+    import os
+    os.environ["PTOGYM_SIM_MAX_ELEMENTS"] = str(1 << 24)
     from check_probes import PROBES
     from ptogym.backends.pypto_sim import Backend
 

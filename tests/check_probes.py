@@ -51,6 +51,12 @@ def rand(*shape, dtype=torch.float32, seed=0):
     return torch.randint(-100, 100, shape, generator=g).to(dtype)
 
 
+def member(pypto, enum: str, name: str):
+    """``pypto.<enum>.<name>``, or the name where the namespace lacks the enum (ptogym.interp
+    takes enum members by name)."""
+    return getattr(getattr(pypto, enum), name) if hasattr(pypto, enum) else name
+
+
 def zeros(*shape, dtype=torch.float32):
     return torch.zeros(shape, dtype=dtype)
 
@@ -269,7 +275,7 @@ def loop_unroll_negative_factor(pypto):
 
 
 # --- tiles ------------------------------------------------------------------------------------------
-@probe("C-TILE-02", inputs=x_out(8, 24, dtype=torch.bfloat16))
+@probe("A-TILE-02", inputs=x_out(8, 24, dtype=torch.bfloat16))
 def tile_unaligned(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 24], pypto.DT_BF16), out: pypto.Tensor([8, 24], pypto.DT_BF16)):
@@ -328,6 +334,16 @@ def tile_cube_l0_capacity(pypto):
                out: pypto.Tensor([128, 16], pypto.DT_FP32)):
         pypto.set_cube_tile_shapes([128, 128], [512, 512], [16, 16])
         out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("C-TILE-05", inputs=_mm_inputs(dtype=torch.int8, out_dtype=torch.int32))
+def tile_cube_n_alignment(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
+               out: pypto.Tensor([16, 16], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_INT32)
     return kernel
 
 
@@ -396,7 +412,8 @@ def view_rank(pypto):
     return kernel
 
 
-@probe("C-VIEW-03", inputs=x_out(8, 64))
+@probe("C-VIEW-03", inputs=x_out(8, 64), device_garbage="valid_shape [8, 64] in a [4, 64] tile: the device "
+       "copies 8 rows into a 4-row UB buffer (pypto's CPU interpreter computes on the valid shape)")
 def view_valid_beyond_shape(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
@@ -420,7 +437,7 @@ def assemble_rank(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
         pypto.set_vec_tile_shapes(8, 64)
-        pypto.assemble(pypto.exp(x), [0], out)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [0, 0])), [0], out)
     return kernel
 
 
@@ -454,8 +471,7 @@ def mem_uninitialised(pypto):
     return kernel
 
 
-@probe("C-OUT-01", inputs=lambda: [rand(8, 64), zeros(8, 64), zeros(8, 64)], outputs=(),
-       device_garbage="the unwritten output holds whatever the device memory held")
+@probe("A-OUT-01", inputs=lambda: [rand(8, 64), zeros(8, 64), zeros(8, 64)], outputs=(1, 2))
 def out_never_written(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32),
@@ -465,8 +481,7 @@ def out_never_written(pypto):
     return kernel
 
 
-@probe("C-OUT-01", inputs=x_out(8, 64), outputs=(),
-       device_garbage="the unwritten rows hold whatever the device memory held")
+@probe("A-OUT-01", inputs=x_out(8, 64))
 def out_partly_written(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
@@ -491,7 +506,7 @@ def api_assemble_dtype(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_BF16)):
         pypto.set_vec_tile_shapes(8, 64)
-        pypto.assemble(pypto.exp(x), [0, 0], out)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [0, 0])), [0, 0], out)
     return kernel
 
 
@@ -506,12 +521,12 @@ def api_matmul_mixed(pypto):
     return kernel
 
 
-@probe("C-API-02", inputs=_mm_inputs(dtype=torch.int8))
+@probe("C-API-02", inputs=_mm_inputs(16, 32, 32, dtype=torch.int8))
 def api_matmul_int8_to_fp32(pypto):
     @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
-               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
         out[:] = pypto.matmul(a, b, pypto.DT_FP32)
     return kernel
 
@@ -546,7 +561,7 @@ def api_broadcast_column(pypto):
     return kernel
 
 
-@probe("ok", inputs=x_out(8, 64, dtype=torch.bfloat16, out_shape=(8, 1)))
+@probe("A-SUM-01", inputs=x_out(8, 64, dtype=torch.bfloat16, out_shape=(8, 1)))
 def api_sum_bf16(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_BF16), out: pypto.Tensor([8, 1], pypto.DT_BF16)):
@@ -578,6 +593,7 @@ def api_matmul_inner(pypto):
     @pypto.frontend.jit
     def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 32], pypto.DT_BF16),
                out: pypto.Tensor([16, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 32)
         pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
         out[:] = pypto.matmul(a, pypto.view(b, [16, 32], [0, 0]), pypto.DT_FP32)
     return kernel
@@ -626,23 +642,22 @@ def matmul_bias(pypto):
     return kernel
 
 
-@probe("ok", inputs=_mm_inputs(dtype=torch.int8, out_dtype=torch.float16), atol=1e-2)
+@probe("ok", inputs=_mm_inputs(16, 32, 32, dtype=torch.int8, out_dtype=torch.float16), atol=1e-2)
 def matmul_int8_scale(pypto):
     @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
-               out: pypto.Tensor([16, 16], pypto.DT_FP16)):
-        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
-        out[:] = pypto.matmul(a, b, pypto.DT_FP16, extend_params={"scale": 0.5, "relu_type": pypto.ReLuType.RELU})
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_FP16)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP16, extend_params={"scale": 0.5, "relu_type": member(pypto, "ReLuType", "RELU")})
     return kernel
 
 
-@probe("ok", inputs=lambda: [torch.full((16, 64), 127, dtype=torch.int8).repeat(1, 1),
-                             torch.full((64, 16), 127, dtype=torch.int8), zeros(16, 16, dtype=torch.int32)])
+@probe("ok", inputs=_mm_inputs(16, 64, 32, dtype=torch.int8, out_dtype=torch.int32))
 def matmul_int8_exact(pypto):
     @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 64], pypto.DT_INT8), b: pypto.Tensor([64, 16], pypto.DT_INT8),
-               out: pypto.Tensor([16, 16], pypto.DT_INT32)):
-        pypto.set_cube_tile_shapes([16, 16], [64, 64], [16, 16])
+    def kernel(a: pypto.Tensor([16, 64], pypto.DT_INT8), b: pypto.Tensor([64, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [64, 64], [32, 32])
         out[:] = pypto.matmul(a, b, pypto.DT_INT32)
     return kernel
 
@@ -726,12 +741,12 @@ _OVERFLOW_K = 135168  # 127 * 127 * K > 2**31 - 1: the int32 accumulator overflo
 
 
 @probe("ok", inputs=lambda: [torch.full((16, _OVERFLOW_K), 127, dtype=torch.int8),
-                             torch.full((_OVERFLOW_K, 16), 127, dtype=torch.int8), zeros(16, 16, dtype=torch.int32)])
+                             torch.full((_OVERFLOW_K, 32), 127, dtype=torch.int8), zeros(16, 32, dtype=torch.int32)])
 def matmul_int8_overflow(pypto):
     @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, _OVERFLOW_K], pypto.DT_INT8), b: pypto.Tensor([_OVERFLOW_K, 16], pypto.DT_INT8),
-               out: pypto.Tensor([16, 16], pypto.DT_INT32)):
-        pypto.set_cube_tile_shapes([16, 16], [2048, 8192], [16, 16])
+    def kernel(a: pypto.Tensor([16, _OVERFLOW_K], pypto.DT_INT8), b: pypto.Tensor([_OVERFLOW_K, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [2048, 8192], [32, 32])
         out[:] = pypto.matmul(a, b, pypto.DT_INT32)
     return kernel
 
@@ -742,7 +757,7 @@ def matmul_tf32_round(pypto):
     def kernel(a: pypto.Tensor([16, 32], pypto.DT_FP32), b: pypto.Tensor([32, 16], pypto.DT_FP32),
                out: pypto.Tensor([16, 16], pypto.DT_FP32)):
         pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
-        out[:] = pypto.matmul(a, b, pypto.DT_FP32, extend_params={"trans_mode": pypto.TransMode.CAST_ROUND})
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32, extend_params={"trans_mode": member(pypto, "TransMode", "CAST_ROUND")})
     return kernel
 
 

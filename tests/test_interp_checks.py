@@ -4,11 +4,20 @@ Every case below is a small program breaking exactly one rule.  The offending
 statement carries a ``# MARK: <case>`` comment; the test asserts the error is a
 ``ConstraintViolation`` (a ValueError) with the case's ``check_id``, that its
 ``location`` is this file at the marked line, and that the message holds the
-offending values.  ``test_every_check_has_a_case`` keeps CASES and CHECKS in step.
-The same cases then run under ``lenient()``: they warn instead and carry on.
+offending values.  ``test_every_check_has_a_case`` keeps CASES and CHECKS (and
+ADVICE_CASES and ADVICE) in step.  The same cases then run under ``lenient()``: they
+warn instead and carry on.  Advice cases warn once per site and can be silenced.
+
+Real pypto 0.2.0 decides what is an error: ``test_probe_agrees_with_real_pypto`` runs
+every probe of ``check_probes.py`` and compares with pypto's recorded verdict and
+outputs (``fixtures/checks_pypto.json``); a few run live (``-m pypto``).
 """
+import base64
+import importlib.util
+import json
 import linecache
 import os
+import pathlib
 import warnings
 from dataclasses import dataclass
 
@@ -18,6 +27,7 @@ import torch
 import ptogym.interp as pypto
 from ptogym.interp import CHECKS, ConstraintViolation, ConstraintWarning, checks, lenient, runtime
 from ptogym.interp.platform import platform as interp_platform
+from check_probes import PROBES
 from interp_helpers import assert_same
 
 F32, BF16 = pypto.DT_FP32, pypto.DT_BF16
@@ -884,12 +894,6 @@ def test_valid_programs_near_the_limits_pass():
 # --- the same kernels through real pypto 0.2.0 ------------------------------------------------------------
 # tests/check_probes.py holds a kernel per check and per fixed false positive; real pypto's verdicts
 # and outputs are recorded in tests/fixtures/checks_pypto.json (scripts/record_check_fixtures.py).
-import base64  # noqa: E402
-import json  # noqa: E402
-import pathlib  # noqa: E402
-
-from check_probes import PROBES  # noqa: E402
-
 RECORDED = json.loads((pathlib.Path(__file__).parent / "fixtures" / "checks_pypto.json").read_text())
 
 
@@ -931,3 +935,21 @@ def test_probe_agrees_with_real_pypto(name):
             torch.testing.assert_close(tensors[index].float(), want.float(), atol=probe.atol, rtol=0)
         else:
             assert_same(tensors[index], want)
+
+
+LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_else"]
+
+
+@pytest.mark.pypto
+@pytest.mark.skipif(importlib.util.find_spec("pypto") is None, reason="the real pypto package is not installed")
+@pytest.mark.parametrize("name", LIVE)
+def test_recorded_verdicts_still_hold_live(name):
+    """A few probes through real pypto now (one process each, as the recorder runs them)."""
+    import subprocess
+    import sys
+    script = pathlib.Path(__file__).parents[1] / "scripts" / "record_check_fixtures.py"
+    done = subprocess.run([sys.executable, str(script), "--child", name], capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    live, recorded = json.loads(done.stdout.strip().splitlines()[-1]), RECORDED[name]
+    assert live["verdict"] == recorded["verdict"]
+    assert live.get("outputs") == recorded.get("outputs")  # bit for bit

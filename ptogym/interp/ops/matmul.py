@@ -30,6 +30,9 @@ def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
     prof, nbytes = platform.profile, a.dtype.nbytes
     needs = {"L0A": (m0 * k0 * nbytes, prof.l0a_bytes), "L0B": (k0 * n0 * nbytes, prof.l0b_bytes),
              "L0C": (m0 * n0 * 4, prof.l0c_bytes), "L1": ((m1 * k1 + k1 * n1) * nbytes, prof.l1_bytes)}
+    if op == "matmul" and n0 * nbytes % 32:  # pypto's CheckCubeTiling (measured: int8 with nL0 = 16 is refused)
+        violation("C-TILE-05", f"pypto.{op}: cube tile nL0 {n0} x {nbytes} B ({a.dtype}) = {n0 * nbytes} B is not "
+                               f"32-byte aligned")
     for buffer, (need, have) in needs.items():
         if need > have:
             violation("C-TILE-05", f"pypto.{op}: cube tile m{[m0, m1]} k{[k0, k1]} n{[n0, n1]} with {a.dtype} needs "
