@@ -468,7 +468,7 @@ def uninitialised_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64
     out[:] = pypto.add(acc, x)  # MARK: mem_unwritten
 
 
-@case("C-MEM-01", "read of 'acc' region [0:8, 0:64]: nothing element(s) never written")
+@case("C-MEM-01", "read of 'acc' region [0:8, 0:64]: nothing written to 'acc' yet")
 def mem_unwritten():
     uninitialised_kernel(r(8, 64), z(8, 64))
 
@@ -482,7 +482,7 @@ def partly_written_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 6
     out[:] = pypto.mul(acc, 2.0)  # MARK: mem_partial
 
 
-@case("C-MEM-01", "read of 'acc' region [0:8, 0:64]: 128 element(s) never written, first at [4, 32]")
+@advice_case("A-MEM-01", "read of 'acc' region [0:8, 0:64]: 128 element(s) never written, first at [4, 32]")
 def mem_partial():
     partly_written_kernel(r(8, 64), z(8, 64))
 

@@ -68,6 +68,8 @@ ADVICE = {
     "A-TILE-02": "a vector tile's last dim should be 32-byte aligned (tile_last * dtype_bytes % 32 == 0); "
                  "pypto pads an unaligned one",
     "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
+    "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
+                "only when it feeds data outside every valid_shape)",
     "A-SUM-01": "reduce in DT_FP32: pypto.sum on a 16-bit type accumulates in that type",
 }
 

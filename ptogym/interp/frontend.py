@@ -218,8 +218,10 @@ class JitKernel:
                 shape.append(size)
         record = StorageRecord(name, "param", tuple(arg.shape))
         run.records.append(record)
-        return Tensor(shape, dtypes.from_torch(arg.dtype), name, _data=arg, _record=record,
-                      _region=tuple(slice(0, n) for n in arg.shape))
+        param = Tensor(shape, dtypes.from_torch(arg.dtype), name, _data=arg, _record=record,
+                       _region=tuple(slice(0, n) for n in arg.shape))
+        param.owns_storage = True
+        return param
 
 
 def _rank_rule(spec_shape) -> str:

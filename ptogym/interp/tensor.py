@@ -22,7 +22,8 @@ class Tensor:
     """Annotation (``pypto.Tensor([DYNAMIC, 128], DT_FP32)`` outside a kernel), kernel
     parameter, workspace (``pypto.tensor(...)`` inside a kernel) or op result."""
 
-    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "spec_shape", "__weakref__")
+    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "spec_shape", "owns_storage",
+                 "__weakref__")
 
     def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
                  device=None, ori_shape=None, *, _data=None, _record=None, _region=None):
@@ -34,6 +35,7 @@ class Tensor:
         self.record = _record
         self.region = _region
         self.cache_policy = None
+        self.owns_storage = False  # a parameter or pypto.tensor itself, not a view or result
         if _data is None and runtime.in_kernel():
             self._allocate_workspace(device)
 
@@ -50,6 +52,7 @@ class Tensor:
             self.data.fill_(float("nan"))
         self.record = runtime.StorageRecord(self.name or "pypto.tensor", "local", tuple(shape))
         self.region = tuple(slice(0, n) for n in shape)
+        self.owns_storage = True
         runtime.current().records.append(self.record)
 
     @classmethod
@@ -100,6 +103,8 @@ class Tensor:
 
     # --- reading and writing by index ----------------------------------------------
     def __getitem__(self, key):
+        if _is_whole(key):  # pypto: t[:] is t itself
+            return self
         key = _normalize_key(self, key)
         if all(not isinstance(k, slice) for k in key):
             return _read_element(self, key)
@@ -111,6 +116,9 @@ class Tensor:
         return tile
 
     def __setitem__(self, key, value) -> None:
+        if _is_whole(key) and isinstance(value, Tensor):  # pypto: t[:] = v is t.move(v)
+            self.move(value)
+            return
         key = _normalize_key(self, key)
         offsets = [(0 if k.start is None else k.start) if isinstance(k, slice) else k for k in key]
         dropped = {axis for axis, k in enumerate(key) if not isinstance(k, slice)}
@@ -127,11 +135,26 @@ class Tensor:
             value = Tensor(_data=data)
         _write(value, offsets, self, op="__setitem__")
 
+    def __matmul__(self, other: "Tensor") -> "Tensor":
+        """``a @ b``: pypto.matmul into b's float dtype, or DT_INT32 for int8."""
+        from .ops import matmul
+        out_dtype = dtypes.DT_INT32 if other.dtype is dtypes.DT_INT8 else other.dtype
+        if out_dtype not in (dtypes.DT_FP16, dtypes.DT_BF16, dtypes.DT_FP32, dtypes.DT_INT32):
+            raise RuntimeError(f"a @ b: unsupported dtype {other.dtype}")  # pypto's own wording: "unsupported dtype"
+        return matmul(self, other, out_dtype)
+
     def move(self, other: "Tensor") -> None:
         """``out.move(x)``: x becomes the content of out."""
         if not isinstance(other, Tensor):
             raise TypeError(f"'{type(other).__name__}' type cannot be moved to Tensor")
-        _write(other, [0] * self.dim(), self, op="move")
+        if self.owns_storage:  # a parameter or workspace: the data lands in its memory
+            _write(other, [0] * self.dim(), self, op="move")
+            return
+        # a view or result is a value of the graph, not memory: it now *is* other (loop-carried
+        # state: ``state = params[i]; ... state[:] = new_state`` leaves params untouched)
+        note_operand(other)
+        self.data, self._shape, self.dtype = other.data, list(other._shape), other.dtype
+        self.record, self.region = other.record, other.region
 
 
 def _default_device():
@@ -147,6 +170,11 @@ def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
     return Tensor(shape, dtype, _data=data)
+
+
+def _is_whole(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(isinstance(k, slice) and k == slice(None) for k in keys)
 
 
 def _normalize_key(t: Tensor, key) -> tuple:
@@ -239,7 +267,8 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
     _check_unrolled_extent(input, shape, offsets)
     starts = [value_of(o) for o in offsets]
     valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
-    source = list(input.data.shape)
+    # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+    source = [max(value_of(d), n) for d, n in zip(input._shape, input.data.shape)]
     for axis in range(rank):
         if starts[axis] < 0 or valid[axis] < 0 or valid[axis] > shape[axis]:
             violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])}, "
@@ -248,8 +277,8 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
             violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + extent "
                                    f"{valid[axis]} > {source[axis]} (source {source}, view shape {shape}, "
                                    f"valid_shape {_fmt(valid_shape)})")
-    # lenient mode: clip like pypto does
-    ends = [min(s + v, n) for s, v, n in zip(starts, valid, source)]
+    # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
+    ends = [min(s + v, n) for s, v, n in zip(starts, valid, input.data.shape)]
     region = tuple(slice(s, max(s, e)) for s, e in zip(starts, ends))
     _note_read(input, region, "view")
     data = input.data[region]
@@ -284,10 +313,12 @@ def _note_read(t: Tensor, region, how: str) -> None:
     if record.kind == "local" and not record.fully_written:
         absolute = _compose(t.region, region)
         missing = record.unwritten_count(absolute)
-        if missing:
-            where = "" if missing < 0 else f", first at {record.first_unwritten(absolute)}"
-            violation("C-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: "
-                                  f"{'nothing' if missing < 0 else missing} element(s) never written{where}")
+        if missing < 0:  # the workspace was never written at all: garbage, and pypto refuses it (measured)
+            violation("C-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: nothing written to "
+                                  f"{record.name!r} yet")
+        elif missing:  # tail-tile code reads the unwritten rest; harmless only if it feeds invalid data
+            advise("A-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: {missing} element(s) "
+                               f"never written, first at {record.first_unwritten(absolute)}")
 
 
 def note_operand(t: Tensor) -> None:
@@ -340,12 +371,15 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
 
 
 def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:
-    """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input."""
-    dims = [value_of(d) for d in shape]
+    """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input.
+    A tail tile (data smaller than its shape) reshapes its valid data to valid_shape."""
+    dims = [value_of(d) for d in (shape if valid_shape is None else valid_shape)]
     data = input.data.reshape(dims)
     if inplace:
-        return Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
-                      _region=None if input.record is None else input.region and _reshape_region(input, dims))
+        result = Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
+                        _region=None if input.record is None else input.region and _reshape_region(input, dims))
+        result.owns_storage = input.owns_storage
+        return result
     note_operand(input)
     return wrap(data.clone(), input.dtype, list(shape))
 
