@@ -557,18 +557,6 @@ def api_mm_bf16_fp16():
 
 
 @pypto.frontend.jit
-def mm_int8_kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
-                   out: pypto.Tensor([16, 16], F32)):
-    pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
-    out[:] = pypto.matmul(a, b, F32)  # MARK: api_mm_int8_fp32
-
-
-@case("C-API-02", "pypto.matmul: DT_INT8 x DT_INT8 -> DT_FP32", "'DT_INT8': ['DT_INT32']")
-def api_mm_int8_fp32():
-    mm_int8_kernel(z(16, 32, dtype=torch.int8), z(32, 16, dtype=torch.int8), z(16, 16))
-
-
-@pypto.frontend.jit
 def scaled_mm_kernel(a: pypto.Tensor([16, 64], BF16), b: pypto.Tensor([64, 16], BF16),
                      sa: pypto.Tensor([16, 1, 2], F32), sb: pypto.Tensor([1, 16, 2], F32),
                      out: pypto.Tensor([16, 16], F32)):

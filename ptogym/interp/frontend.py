@@ -225,16 +225,15 @@ class JitKernel:
 
 
 def _rank_rule(spec_shape) -> str:
-    """pypto's annotation rank rule: "any" (``Tensor()``), "at least" (a status list:
-    DYNAMIC/STATIC/ints, the last may be ``...``; also ``[]``) or "exact"."""
-    if spec_shape is None:
+    """How an annotation constrains the argument's rank (measured with pypto 0.2.0):
+    "any" for ``Tensor()`` and ``Tensor([], dt)``, "at least" for a list ending in
+    ``...`` (``[DYNAMIC, ...]``), "exact" otherwise (``[DYNAMIC]`` on a rank-2 tensor
+    passes pypto's CHECKATTR but fails to compile)."""
+    if spec_shape is None or (isinstance(spec_shape, list) and not spec_shape):
         return "any"
-    if not isinstance(spec_shape, list) or (spec_shape and all(_is_int(d) for d in spec_shape)):
-        return "exact"
-    head, last = spec_shape[:-1], spec_shape[-1:]
-    status = all(isinstance(d, StatusType) or _is_int(d) for d in head) and \
-        all(isinstance(d, StatusType) or _is_int(d) or d is Ellipsis for d in last)
-    return "at least" if status else "exact"
+    if isinstance(spec_shape, list) and spec_shape[-1] is Ellipsis:
+        return "at least"
+    return "exact"
 
 
 def _is_int(x) -> bool:

@@ -17,8 +17,9 @@ _MATMUL_OUT = {
     "DT_FP16": ("DT_FP16", "DT_BF16", "DT_FP32"),
     "DT_BF16": ("DT_FP16", "DT_BF16", "DT_FP32"),
     "DT_FP32": ("DT_FP32",),
-    "DT_INT8": ("DT_INT32",),
+    "DT_INT8": ("DT_INT32", "DT_FP32", "DT_FP16", "DT_BF16"),  # int32 accumulator, then converted (measured)
 }
+_ND_INNER_AXIS_LIMIT = 65535  # pypto: "when input is ND format, inner axis must be less than 65535"
 
 
 def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
@@ -48,6 +49,11 @@ def _matmul_operands(op: str, input: Tensor, mat2: Tensor, out_dtype: DataType, 
                               f"{ {k: list(v) for k, v in _MATMUL_OUT.items()} } (same dtype on both sides)")
     if input.dim() != mat2.dim() or input.dim() not in (2, 3, 4):
         violation("C-API-06", f"pypto.{op}: operands must both be 2-, 3- or 4-D, got {input.dim()}-D x {mat2.dim()}-D")
+    for operand in (input, mat2):
+        inner = operand.data.shape[-1]
+        if inner >= _ND_INNER_AXIS_LIMIT:
+            violation("C-API-06", f"pypto.{op}: inner (last) axis {inner} of {operand.name or 'an operand'} "
+                                  f"{list(operand.data.shape)}; an ND operand's must be < {_ND_INNER_AXIS_LIMIT}")
     a = input.data.transpose(-1, -2) if a_trans else input.data
     b = mat2.data.transpose(-1, -2) if b_trans else mat2.data
     if a.shape[-1] != b.shape[-2]:
@@ -75,9 +81,11 @@ _EXTEND_KEYS = ("bias_tensor", "scale", "scale_tensor", "relu_type", "trans_mode
 def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b_trans=False,
            c_matrix_nz=False, extend_params=None) -> Tensor:
     """Cube matmul: fp16/bf16/fp32 accumulate in fp32 and round once to out_dtype;
-    int8 x int8 accumulates in int32 (wrapping on overflow).  ``extend_params`` (2-D
-    only): ``trans_mode`` rounds fp32 inputs to TF32 first; then
-    ``ReLU(A @ B) * scale`` when ``scale`` / ``relu_type`` are given, ``+ bias_tensor``."""
+    int8 x int8 accumulates in int32 (wrapping; with K < 65535 it cannot overflow) and
+    converts to out_dtype.  ``extend_params`` (2-D only): ``trans_mode`` rounds fp32
+    inputs to TF32 first (the device does; pypto's CPU interpreter ignores it); then
+    ``ReLU(A @ B) * scale`` when ``scale`` / ``relu_type`` are given, ``+ bias_tensor``
+    (bias and int8 ReLU-scale measured bit-exact against pypto)."""
     if c_matrix_nz:
         violation("C-API-06", "pypto.matmul: c_matrix_nz=True; pypto 0.2.0 refuses an NZ output")
     extend = dict(extend_params or {})
