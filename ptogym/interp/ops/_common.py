@@ -97,10 +97,12 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
             violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
     da, db = a.data, b.data
     if da.shape != db.shape:
-        common = [builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
+        # per axis, the valid extent both share: a broadcast (static 1) axis with no valid data
+        # leaves nothing valid on that axis
+        common = [0 if 0 in (x, y) else builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
                   for x, y, p, q in zip(da.shape, db.shape, sa, sb)]
-        da = da[tuple(slice(0, c if p != 1 else 1) for c, p in zip(common, sa))]
-        db = db[tuple(slice(0, c if q != 1 else 1) for c, q in zip(common, sb))]
+        da = da[tuple(slice(0, c if p != 1 else builtins.min(c, 1)) for c, p in zip(common, sa))]
+        db = db[tuple(slice(0, c if q != 1 else builtins.min(c, 1)) for c, q in zip(common, sb))]
     shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
     return a, b, da, db, shape
 
