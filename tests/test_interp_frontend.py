@@ -754,3 +754,92 @@ def test_launcher_lists_every_check(capsys):
     assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE]
     assert all(row[1] == ("advice" if row[0].startswith("A-") else "error") for row in listed)
     assert all(row[2] == checks.rule_of(row[0]) for row in listed)
+
+
+# --- pypto's value semantics for views, moves and element access -------------------------------------
+def test_move_into_a_view_is_loop_carried_state_not_a_write():
+    """``state = states[i]; ...; state[:] = new`` rebinds the view (pypto: Tensor.move on a
+    graph value); the parameter it was viewed from keeps its contents."""
+    @pypto.frontend.jit
+    def kernel(states: pypto.Tensor([2, 8, 64], pypto.DT_FP32), out: pypto.Tensor([2, 8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for b in pypto.loop(2):
+            state = states[b]
+            for step in pypto.loop(3):
+                state[:] = pypto.mul(state, 2.0)
+            out[b] = state
+
+    states = torch.randn(2, 8, 64)
+    before = states.clone()
+    out = torch.zeros(2, 8, 64)
+    kernel(states, out)
+    assert torch.equal(states, before)
+    assert torch.equal(out, before * 8)
+
+
+def test_element_access_of_int32_tensors():
+    """``t[i, j]`` reads one DT_INT32 element as a runtime scalar; ``t[i, j] = v`` writes
+    exactly one element; other dtypes refuse element reads (pypto asserts DT_INT32)."""
+    @pypto.frontend.jit
+    def kernel(idx: pypto.Tensor([2, 2], pypto.DT_INT32), x: pypto.Tensor([4, 64], pypto.DT_FP32),
+               out: pypto.Tensor([2, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 64)
+        for i in pypto.loop(2):
+            row = idx[i, 1]
+            seen.append((row.expr, row.value, row.is_concrete()))
+            out[i:i + 1, :] = pypto.exp(x[row:row + 1, :])
+        idx[0, 0] = 7
+
+    seen = []
+    idx = torch.tensor([[5, 3], [6, 0]], dtype=torch.int32)
+    x = torch.randn(4, 64)
+    out = torch.zeros(2, 64)
+    kernel(idx, x, out)
+    assert seen == [("idx[i, 1]", 3, False), ("idx[i, 1]", 0, False)]
+    assert torch.equal(out, torch.exp(x[[3, 0]]))
+    assert idx.tolist() == [[7, 3], [6, 0]]
+
+    @pypto.frontend.jit
+    def float_read(x: pypto.Tensor([4, 64], pypto.DT_FP32)):
+        x[0, 0]
+
+    with pytest.raises(ConstraintViolation, match=r"C-API-06.*needs a DT_INT32 tensor, got DT_FP32"):
+        float_read(x)
+
+
+def test_tail_tile_reshape_view_and_broadcast_keep_valid_extents():
+    """A tail tile holds its valid rows only: reshape takes valid_shape, a view is bounded
+    by the static shape (not the valid data), and a broadcast axis with no valid data
+    leaves an empty result instead of a torch error."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        n = x.shape[0]
+        for i in pypto.loop(0, (n + 7) // 8):
+            valid = (n - i * 8).min(8)
+            tile = pypto.view(x, [8, 64], [i * 8, 0], valid_shape=[valid, 64])
+            flat = pypto.reshape(tile, [8, 64], valid_shape=[valid, 64])
+            upper = pypto.view(flat, [4, 64], [4, 0])  # beyond the valid rows of the last tile: in bounds
+            seen.append(list(upper.data.shape))
+            columns = pypto.transpose(flat, 0, 1)  # [64, 8] holding [64, valid]
+            one = pypto.view(columns, [64, 1], [0, 4])  # column 4: no valid data in a 2-row tile
+            seen.append(list(pypto.mul(one, pypto.view(columns, [64, 8], [0, 0])).data.shape))
+            pypto.assemble(pypto.exp(flat), [i * 8, 0], out)
+
+    seen = []
+    x = torch.randn(10, 64)
+    out = torch.zeros(10, 64)
+    kernel(x, out)
+    assert torch.equal(out, torch.exp(x))
+    assert seen == [[4, 64], [64, 8], [0, 64], [64, 0]]  # the second tile has 2 valid rows
+
+
+def test_npu_run_mode_is_one_warning_naming_the_option():
+    with pytest.warns(RuntimeWarning, match=r"runtime_options\['run_mode'\] = RunMode.NPU is NPU-only") as record:
+        @pypto.frontend.jit(runtime_options={"run_mode": pypto.RunMode.NPU})
+        def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+            pass
+    assert record[0].filename == __file__
+    x = torch.ones(8, 64)
+    kernel(x)  # runs here all the same
+    assert launcher._one_line_warning("m", RuntimeWarning, "k.py", 3) == "k.py:3: RuntimeWarning: m\n"

@@ -125,6 +125,8 @@ class Tensor:
         if len(dropped) == len(key):  # one element (pypto: SetTensorData)
             value = Tensor(_data=torch.full([1] * len(key), value_of(value) if isinstance(value, SymbolicScalar)
                                             else value, dtype=self.dtype.torch, device=self.data.device))
+            _write(value, offsets, self, op="element")
+            return
         elif not isinstance(value, Tensor):
             fill = torch.full(_extent_after(self, offsets), value, dtype=self.dtype.torch, device=self.data.device)
             value = Tensor(_data=fill)
@@ -232,7 +234,7 @@ def _read_element(t: Tensor, key) -> SymbolicScalar:
         violation("C-API-06", f"{t.name or 'tensor'}[{', '.join(_fmt1(k) for k in key)}]: reading one element "
                               f"needs a DT_INT32 tensor, got {t.dtype}")
     region = tuple(slice(value_of(k), value_of(k) + 1) for k in key)
-    _note_read(t, region, "view")
+    _note_read(t, region, "element")
     value = int(t.data[tuple(value_of(k) for k in key)])
     return SymbolicScalar(value, f"{t.name or 'tensor'}[{', '.join(str(_fmt_index(k)) for k in key)}]")
 
@@ -360,7 +362,7 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
                                        f"{extent[axis]} > {limit[axis]} (tile {extent}, destination {limit})")
     region = tuple(slice(s, min(s + e, n)) for s, e, n in zip(starts, extent, limit))
     record = dst.record
-    if record is not None and record.kind == "param":
+    if record is not None and record.kind == "param" and op != "element":  # SetTensorData is no assemble
         record.assembled = True
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
