@@ -539,9 +539,44 @@ def element_dtype_kernel(x: pypto.Tensor([8, 64], BF16), out: pypto.Tensor([8, 6
     out[:] = pypto.mul(x, pypto.Element(pypto.DT_FP32, 2.0))  # MARK: api_element_dtype
 
 
-@case("C-API-01", "pypto.mul: DT_BF16 tensor with Element of DT_FP32")
+@case("C-API-06", "pypto.mul: Element(DT_FP32, 2.0) as the scalar operand; pass a Python number")
 def api_element_dtype():
     element_dtype_kernel(z(8, 64, dtype=torch.bfloat16), z(8, 64, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def scalar_first_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.mul(3.0, x)  # MARK: api_scalar_first
+
+
+@case("C-API-06", "pypto.mul(3.0, ...): the first operand must be a Tensor")
+def api_scalar_first():
+    scalar_first_kernel(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def two_axis_broadcast_kernel(x: pypto.Tensor([8, 64], F32), one: pypto.Tensor([1, 1], F32),
+                              out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(x, one)  # MARK: api_broadcast_two_axes
+
+
+@case("C-API-03", "[1, 1] would expand on axes [0, 1]; pypto expands one axis of an operand per op")
+def api_broadcast_two_axes():
+    two_axis_broadcast_kernel(r(8, 64), r(1, 1), z(8, 64))
+
+
+def test_fp32_scalar_operands_clamp_to_the_largest_finite_value():
+    """pypto clamps an FP32 scalar operand to +-FLT_MAX (measured by the conformance corpus)."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(pypto.mul(x, 0.0), float("inf"))
+
+    out = z(8, 64)
+    kernel(r(8, 64), out)
+    assert (out == torch.finfo(torch.float32).max).all()
 
 
 @pypto.frontend.jit

@@ -52,7 +52,8 @@ CHECKS = {
     "C-API-01": "elementwise operands must share one dtype",
     "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8 -> int32/fp32/fp16/bf16, fp8 via "
                 "scaled_mm)",
-    "C-API-03": "broadcast operands need dims that are equal or 1 (a lower-rank operand is aligned right)",
+    "C-API-03": "broadcast operands need dims that are equal or 1 (a lower-rank operand is aligned right), "
+                "each operand expanding on one axis at most",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
                    "break, continue, with, try, return, for-else, import, keyword-only parameters, no "

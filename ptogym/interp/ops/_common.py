@@ -95,6 +95,11 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
     for x, y in zip(sa, sb):
         if x != y and x != 1 and y != 1:
             violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
+    for mine, theirs in ((sa, sb), (sb, sa)):
+        expanded = [axis for axis, (x, y) in enumerate(zip(mine, theirs)) if x == 1 and y > 1]
+        if len(expanded) > 1:  # measured: [1, 1] against [4, 32] is refused (FC0000)
+            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)}: {list(mine)} would expand on "
+                                  f"axes {expanded}; pypto expands one axis of an operand per op")
     da, db = a.data, b.data
     if da.shape != db.shape:
         # per axis, the valid extent both share: a broadcast (static 1) axis with no valid data
@@ -114,8 +119,13 @@ def _leading_ones(t: Tensor, rank: int) -> Tensor:
     return wrap(t.data.reshape([1] * extra + list(t.data.shape)), t.dtype, [1] * extra + list(t._shape))
 
 
+_FP32_MAX = 3.4028234663852886e38
+
+
 def _binary(op: str, fn, input, other, *, result_dtype=None):
-    if not isinstance(input, Tensor):
+    if not isinstance(input, Tensor):  # pypto builds Element(input.dtype, ...) from the first operand
+        violation("C-API-06", f"pypto.{op}({input!r}, ...): the first operand must be a Tensor (pypto refuses a "
+                              f"scalar first operand; write the tensor first or use its operator)")
         input, other = other, input
         fn_ = fn
         fn = lambda x, y: fn_(y, x)  # noqa: E731 - keep operand order for scalar-first calls
@@ -130,9 +140,12 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         result = wrap(fn(a, b), out_dtype, shape)
         check_vector_tiles(op, input, other, result)
     else:
-        if isinstance(other, Element) and other.dtype is not input.dtype:
-            violation("C-API-01", f"pypto.{op}: {input.dtype} tensor with Element of {other.dtype}")
-        result = wrap(fn(input.data, _scalar(other)), result_dtype or input.dtype, list(input._shape))
+        if isinstance(other, Element):  # pypto wraps the operand in an Element itself, and refuses one
+            violation("C-API-06", f"pypto.{op}: {other!r} as the scalar operand; pass a Python number")
+        scalar = _scalar(other)
+        if input.dtype.name == "DT_FP32" and isinstance(scalar, float):  # pypto clamps it (measured)
+            scalar = builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, scalar))
+        result = wrap(fn(input.data, scalar), result_dtype or input.dtype, list(input._shape))
         check_vector_tiles(op, input, result)
     if result.data.dtype != result.dtype.torch:
         result.data = result.data.to(result.dtype.torch)
