@@ -680,7 +680,7 @@ if len(sys.argv) > 2:
 def launcher_sandbox(monkeypatch):
     """Undo what a launch changes process-wide: pypto bindings, sys.argv/path, lenient
     mode, platform, and the modules the launched code imports."""
-    names = ["pypto", "pypto.frontend", "pypto.experimental", "launched_mod"]
+    names = ["pypto", "pypto.frontend", "pypto.experimental", "pypto.operation", "pypto.pypto_impl", "launched_mod"]
     saved = {name: sys.modules[name] for name in names if name in sys.modules}
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -843,3 +843,18 @@ def test_npu_run_mode_is_one_warning_naming_the_option():
     x = torch.ones(8, 64)
     kernel(x)  # runs here all the same
     assert launcher._one_line_warning("m", RuntimeWarning, "k.py", 3) == "k.py:3: RuntimeWarning: m\n"
+
+
+def test_launcher_binds_the_submodules_published_kernels_import(tmp_path, monkeypatch, launcher_sandbox):
+    """``import pypto.operation`` / ``pypto.pypto_impl`` resolve to ``ptogym.interp.<name>``
+    when the interpreter has that module (and are left alone when it has not)."""
+    import ptogym.interp as interp
+    (tmp_path / "operation.py").write_text("def op_wrapper(fn):\n    return fn\n")
+    monkeypatch.setattr(interp, "__path__", [*interp.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "ptogym.interp.operation", raising=False)
+    launcher.bind_pypto()
+    import pypto.operation  # noqa: F401 - what a published kernel does
+    assert sys.modules["pypto.operation"].op_wrapper(len) is len
+    assert interp.operation is sys.modules["ptogym.interp.operation"]
+    monkeypatch.delattr(interp, "operation")
+    monkeypatch.delitem(sys.modules, "ptogym.interp.operation")
