@@ -11,7 +11,8 @@ its verdict and outputs in ``tests/fixtures/checks_pypto.json``) and against
   matmul-like results, where pypto's calculator sums in another order);
 * ``"C-..."``: raise that check (pypto rejects it, or ``device_garbage`` says why the
   device would compute garbage although pypto's compiler lets it through);
-* ``"A-..."``: run with that advice warning, outputs as for ``"ok"``.
+* ``"A-..."``: run with that advice (comma-separated: those), outputs as for ``"ok"``;
+  ``outputs=()`` where what pypto writes is uninitialised memory.
 
 No ``from __future__ import annotations`` here: pypto's parser reads the kernels.
 """
@@ -779,4 +780,40 @@ def annotation_status_higher_rank(pypto):
     def kernel(x: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32)):
         pypto.set_vec_tile_shapes(32, 128)
         out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-ARG-03", inputs=lambda: [rand(8, 64), rand(16, 64, seed=1), zeros(8, 64)])
+def arg_named_dim_mismatch(pypto):
+    rows = pypto.frontend.dynamic("ROWS")
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([rows, 64], pypto.DT_FP32), y: pypto.Tensor([rows, 64], pypto.DT_FP32),
+               out: pypto.Tensor([rows, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            a = pypto.view(x, [8, 64], [i * 8, 0])
+            b = pypto.view(y, [8, 64], [i * 8, 0])
+            pypto.assemble(pypto.add(a, b), [i * 8, 0], out)
+    return kernel
+
+
+@probe("A-MEM-01", inputs=x_out(8, 64), outputs=())
+def mem_partly_written(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        acc = pypto.tensor([8, 64], pypto.DT_FP32, "acc")
+        acc[0:4, :] = x[0:4, :]
+        out[:] = pypto.mul(acc, 2.0)
+    return kernel
+
+
+@probe("A-LOOP-02,A-OUT-01", inputs=x_out(8, 64))
+def loop_unroll_view_narrower(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        for i, factor in pypto.loop_unroll(0, 8, 1, name="R", idx_name="i", unroll_list=[4]):
+            pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
     return kernel

@@ -5,10 +5,13 @@
 
 * real pypto rejects the kernel (its parser, an op's argument validation, a pass), or
 * the kernel would compute wrong results on a device although pypto lets it through:
-  out-of-bounds views or assembles, misaligned or UB-overflowing tiles, unwritten
-  outputs, reads of uninitialised workspace, arguments that do not match their
-  annotation (pypto only checks those in its CHECKATTR debug mode, and otherwise
+  out-of-bounds views or assembles, valid shapes larger than their tile, a loop that
+  never ends, reads of a workspace nothing was written to, arguments that do not match
+  their annotation (pypto only checks those in its CHECKATTR debug mode, and otherwise
   reinterprets the memory).
+
+An output written only in part is advice, not an error: pypto writes into the caller's
+tensors, so the rest keeps the caller's values on a device as here.
 
 Documented guidance that pypto accepts and computes correctly (e.g. "reduce in
 FP32") is *advice* (``A-*`` id): a ``ConstraintWarning`` shown once per kernel site
