@@ -790,6 +790,7 @@ def arg_named_dim_mismatch(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([rows, 64], pypto.DT_FP32), y: pypto.Tensor([rows, 64], pypto.DT_FP32),
                out: pypto.Tensor([rows, 64], pypto.DT_FP32)):
+        assert rows is not None  # pypto resolves annotation names among the body's free variables
         pypto.set_vec_tile_shapes(8, 64)
         for i in pypto.loop(x.shape[0] // 8):
             a = pypto.view(x, [8, 64], [i * 8, 0])

@@ -858,3 +858,18 @@ def test_launcher_binds_the_submodules_published_kernels_import(tmp_path, monkey
     assert interp.operation is sys.modules["ptogym.interp.operation"]
     monkeypatch.delattr(interp, "operation")
     monkeypatch.delitem(sys.modules, "ptogym.interp.operation")
+
+
+def test_named_dynamic_dim_used_in_the_body_has_the_bound_value():
+    rows = pypto.frontend.dynamic("ROWS")
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([rows, 64], pypto.DT_FP32), out: pypto.Tensor([rows, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(rows // 8):
+            pypto.assemble(pypto.neg(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+
+    for n in (16, 24):
+        x, out = torch.randn(n, 64), torch.zeros(n, 64)
+        kernel(x, out)
+        assert torch.equal(out, -x)

@@ -206,6 +206,7 @@ class JitKernel:
                 shape.append(SymbolicScalar(size, f"{name}.shape[{axis}]"))
             elif isinstance(dim, SymbolicScalar):
                 bound = run.dims.setdefault(dim.expr, size)
+                dim.value = bound  # the kernel body may use the pypto.frontend.dynamic object itself
                 if bound != size:
                     violation("C-ARG-03", f"{self.__name__}({name}=...): dynamic dim {dim.expr} is {size} on axis "
                                           f"{axis}, bound to {bound} by an earlier argument")
