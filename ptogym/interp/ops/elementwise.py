@@ -123,4 +123,10 @@ def where(condition: Tensor, input, other) -> Tensor:
 
 
 def softmax(input: Tensor, dim: int) -> Tensor:
-    return _unary("softmax", lambda d: torch.softmax(d, dim), input)
+    """pypto's composition (operator.py): in fp32, exp(x - amax) / sum, cast back
+    (torch.softmax rounds differently: 1 ulp off pypto on published examples)."""
+    def compose(d):
+        x = d.float()
+        e = torch.exp(x - x.amax(dim, keepdim=True))
+        return (e / e.sum(dim, keepdim=True)).to(d.dtype)
+    return _unary("softmax", compose, input)
