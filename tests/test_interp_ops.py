@@ -613,7 +613,7 @@ def test_reshape_inplace_and_copy(dtype):
 
     x32 = x.float()
     out = torch.zeros(8, 64)
-    kernel(x32, out)  # in-place reshape writes through to out: no C-OUT-01
+    kernel(x32, out)  # in-place reshape writes through to out: no A-OUT-01
     assert_same(out, torch.exp(x32))
 
 
