@@ -75,7 +75,8 @@ ADVICE = {
     "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
     "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
                 "only when it feeds data outside every valid_shape)",
-    "A-SUM-01": "reduce in DT_FP32: pypto.sum on a 16-bit type accumulates in that type",
+    "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
+                "16-bit result",
 }
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
