@@ -109,7 +109,7 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
         da = da[tuple(slice(0, c if p != 1 else builtins.min(c, 1)) for c, p in zip(common, sa))]
         db = db[tuple(slice(0, c if q != 1 else builtins.min(c, 1)) for c, q in zip(common, sb))]
     shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
-    return a, b, da, db, shape
+    return da, db, shape
 
 
 def _leading_ones(t: Tensor, rank: int) -> Tensor:
@@ -135,7 +135,7 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         if other.dtype is not input.dtype:
             violation("C-API-01", f"pypto.{op}: {input.dtype} {list(_static(input))} with {other.dtype} "
                                   f"{list(_static(other))}; cast one side first")
-        input, other, a, b, shape = _broadcast(op, input, other)
+        a, b, shape = _broadcast(op, input, other)
         out_dtype = result_dtype or input.dtype
         result = wrap(fn(a, b), out_dtype, shape)
         check_vector_tiles(op, input, other, result)
