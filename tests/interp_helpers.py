@@ -5,7 +5,6 @@ writing one ``def`` per arity; ``run_op`` runs a tile function on torch tensors 
 returns the output; ``assert_same`` compares bit patterns (NaN-aware, -0 != +0);
 ``round_float_ref``/``round_int_ref`` are independent references for pypto.cast.
 """
-import inspect
 import math
 from fractions import Fraction
 
@@ -23,13 +22,13 @@ def spec_of(t: torch.Tensor) -> pypto.Tensor:
 
 
 def kernel_for(body, specs, **jit_options):
-    """A jit kernel with one tensor parameter per spec, calling ``body(*params)``."""
-    def kernel(*params, **scalars):
-        return body(*params, **scalars)
-
-    kernel.__signature__ = inspect.Signature(
-        [inspect.Parameter(f"t{i}", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=spec)
-         for i, spec in enumerate(specs)])
+    """A jit kernel with one tensor parameter per spec, calling ``body(*params)`` (a kernel
+    in pypto's language: fixed parameters, no return)."""
+    names = [f"t{i}" for i in range(len(specs))]
+    namespace = {"body": body}
+    exec(f"def kernel({', '.join(names)}):\n    body({', '.join(names)})\n", namespace)  # noqa: S102
+    kernel = namespace["kernel"]
+    kernel.__annotations__ = dict(zip(names, specs))
     kernel.__name__ = getattr(body, "__name__", "kernel")
     return pypto.frontend.jit(kernel, **jit_options)
 

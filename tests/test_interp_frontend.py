@@ -2,6 +2,7 @@
 returns, devices, aliasing), looped over (loop, loop_unroll, is_loop_begin/end,
 loop-carried accumulation), configured (tile shapes, labels, options, platform),
 and launched (``ptogym interp SCRIPT.py`` / ``-m``)."""
+import os
 import sys
 import textwrap
 
@@ -64,7 +65,8 @@ def test_annotations_checked_at_call_time():
     assert seen["rows"].expr == "x.shape[0]" and not seen["rows"].is_concrete()
     assert seen["static"] == [4, 64]
     bad = [
-        ((torch.randn(12, 64, 1), out), "rank 3"),
+        ((torch.randn(64), out), "rank 1 [64], annotation [DYNAMIC, 64] needs rank 2"),
+        ((x, torch.zeros(4, 64, 1)), "rank 3 [4, 64, 1], annotation [4, 64] needs rank 2"),
         ((torch.randn(12, 64, dtype=torch.float16), out), "torch.float16"),
         ((x, torch.zeros(5, 64)), "axis 0 is 5"),
         ((torch.randn(12, 32), out), "axis 1 is 32"),
@@ -193,7 +195,7 @@ def test_jit_options_recorded_and_visible():
 
     @pypto.frontend.jit()
     def plain(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
-        return x
+        pass
     assert plain.options == {}
 
 
@@ -216,29 +218,42 @@ def test_scalar_params_positional_and_keyword():
     assert torch.equal(out, x * 5.0 + 2.0)
 
 
-def test_return_values_become_torch():
-    @pypto.frontend.jit
-    def single(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(8, 64)
-        return pypto.exp(x)
+def test_return_and_other_unparsed_statements_are_refused_like_pypto():
+    """pypto's parser refuses ``return`` (results go into out parameters), for-else,
+    ``import`` and keyword-only parameters: C-SYNTAX-01 at the statement's line."""
+    def defined(source):
+        lines = source.splitlines()
+        with pytest.raises(ConstraintViolation) as info:
+            exec_kernel(source)
+        return info.value, lines
 
-    @pypto.frontend.jit
-    def pair(x: pypto.Tensor([8, 64], pypto.DT_BF16)):
-        pypto.set_vec_tile_shapes(8, 64)
-        return pypto.neg(x), pypto.cast(x, pypto.DT_FP32)
+    cases = [
+        ("    return pypto.exp(x)", "return"),
+        ("    for i in pypto.loop(2):\n        pass\n    else:\n        pass", "for-else"),
+        ("    import math", "import"),
+    ]
+    for body, what in cases:
+        err, _ = defined(f"def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):\n{body}\n")
+        assert err.check_id == "C-SYNTAX-01" and what in err.details, err
+        assert err.location.endswith(":6"), err.location  # the line after the decorator and def
+    err, _ = defined("def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), *,\n"
+                     "           out: pypto.Tensor([8, 64], pypto.DT_FP32)):\n    pass\n")
+    assert err.check_id == "C-SYNTAX-01" and "keyword-only parameter" in err.details
 
-    @pypto.frontend.jit
-    def nothing(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
-        pass
 
-    x = torch.randn(8, 64)
-    got = single(x)
-    assert isinstance(got, torch.Tensor) and torch.equal(got, torch.exp(x))
-    xb = x.to(torch.bfloat16)
-    a, b = pair(xb)
-    assert isinstance(pair(xb), tuple)
-    assert torch.equal(a, -xb) and b.dtype == torch.float32 and torch.equal(b, xb.float())
-    assert nothing(x) is None
+def exec_kernel(source: str):
+    """jit-compile kernel source written to a real file (the checks read the source)."""
+    import importlib.util
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write("import ptogym.interp as pypto\n\n\n@pypto.frontend.jit\n" + source)
+    spec = importlib.util.spec_from_file_location("kernel_source", f.name)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        os.unlink(f.name)
+    return module.kernel
 
 
 def test_function_inlining():
@@ -259,7 +274,7 @@ def test_function_inlining():
     @pypto.frontend.jit
     def misuse(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
         pypto.set_vec_tile_shapes(8, 64)
-        return axpy(x, 1.0)
+        x.move(axpy(x, 1.0))
 
     x, y = torch.randn(8, 64), torch.randn(8, 64)
     out = torch.zeros(8, 64)
@@ -301,7 +316,7 @@ def test_loop_ranges_int_and_symbolic():
         list(pypto.loop(1, 2, 3, 4))
 
 
-UNROLL_LISTS = [[64, 16, 4, 2, 1], [8, 3], [5], [1], [4, 2], [7, 5, 2]]
+UNROLL_LISTS = [[64, 16, 4, 2, 1], [8, 4], [5], [1], [4, 2], [6, 3]]  # each factor divides the larger ones
 
 
 def unroll_plan(n, unroll_list, start=0):
@@ -309,7 +324,7 @@ def unroll_plan(n, unroll_list, start=0):
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(n=st.integers(0, 300), unroll_list=st.sampled_from(UNROLL_LISTS), start=st.integers(0, 3))
+@given(n=st.integers(3, 300), unroll_list=st.sampled_from(UNROLL_LISTS), start=st.integers(0, 3))
 def test_loop_unroll_tiles_range_exactly(n, unroll_list, start):
     plan = unroll_plan(n, unroll_list, start)
     factors = set(unroll_list) | {1}
@@ -325,13 +340,22 @@ def test_loop_unroll_tiles_range_exactly(n, unroll_list, start):
 
 
 def test_loop_unroll_examples_and_kernel():
-    assert unroll_plan(10, [8, 3]) == [(0, 8), (8, 1), (9, 1)]
-    assert unroll_plan(14, [8, 3]) == [(0, 8), (8, 3), (11, 3)]
     assert unroll_plan(87, [64, 16, 4, 2, 1]) == [(0, 64), (64, 16), (80, 4), (84, 2), (86, 1)]
     assert unroll_plan(3, [5]) == [(0, 1), (1, 1), (2, 1)]
     assert unroll_plan(0, [64, 16]) == []
-    steps = [(i.value, f) for i, f in pypto.loop_unroll(1, 12, 2, unroll_list=[4])]
-    assert steps == [(1, 4), (9, 1), (11, 1)]  # iterations 1, 3, ..., 11 exactly once
+    checks._advised.clear()
+    # pypto's arithmetic (_controller.loop_unroll: left = (stop - start) % (step * factor)) when the
+    # factors do not divide each other or the step does not divide the range: A-LOOP-01 says so
+    with pytest.warns(pypto.ConstraintWarning, match=r"A-LOOP-01.*runs iterations \[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, "
+                                                     r"10, 11\]\.\.\. instead of range\(0, 14, 1\)"):
+        assert unroll_plan(14, [8, 3]) == [(0, 8), (8, 3), (11, 3), (12, 1), (13, 1)]  # 12, 13 twice
+    checks._advised.clear()  # advice is shown once per site: unroll_plan's line again
+    with pytest.warns(pypto.ConstraintWarning, match="A-LOOP-01"):
+        assert unroll_plan(10, [8, 3]) == [(0, 8), (8, 3), (9, 1)]  # 8..10 past the end, 9 twice
+    checks._advised.clear()
+    with pytest.warns(pypto.ConstraintWarning, match=r"runs iterations \[1, 3, 5, 7, 9\] instead of range\(1, 12, 2\)"):
+        steps = [(i.value, f) for i, f in pypto.loop_unroll(1, 12, 2, unroll_list=[4])]
+    assert steps == [(1, 4), (9, 1)]  # iteration 11 is never run
 
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_BF16),
@@ -353,7 +377,7 @@ def test_is_loop_begin_end():
     def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
         for i in pypto.loop(1, x.shape[0], 2):
             begin, end = pypto.is_loop_begin(i), pypto.is_loop_end(i)
-            flags.append((i.value, bool(begin), bool(end)))
+            flags.append((i.value, begin.value == 1, end.value == 1))
             for j in pypto.loop(3):
                 if pypto.is_loop_begin(j):
                     inner.append(("begin", i.value, j.value))
@@ -375,7 +399,7 @@ def test_is_loop_begin_end_per_unroll_factor():
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
         for i, factor in pypto.loop_unroll(0, x.shape[0], 1, unroll_list=[4]):
-            flags.append((i.value, factor, bool(pypto.is_loop_begin(i)), bool(pypto.is_loop_end(i))))
+            flags.append((i.value, factor, pypto.is_loop_begin(i).value == 1, pypto.is_loop_end(i).value == 1))
 
     flags = []
     kernel(torch.zeros(10, 64))
@@ -428,8 +452,7 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
                           n.min(8).value, n.max(8).value, n.min(m).value, pypto.min(n, 4).value,
                           pypto.max(n, 40).value, pypto.ceildiv(n, 8).value]
         seen["expr"] = (n * 2 + 1).expr
-        seen["conditions"] = [bool(n > 5), bool(n < 5), bool(n == 11), bool(n != 11), bool(n >= 11),
-                              bool(n <= 10)]
+        seen["conditions"] = [c.value == 1 for c in (n > 5, n < 5, n == 11, n != 11, n >= 11, n <= 10)]
         if n > m:
             seen["branch"] = "n > m"
         else:
@@ -437,12 +460,13 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
         seen["as_variable"] = n.as_variable()
         seen["is_variable"] = n.is_variable
         seen["concrete"] = (pypto.SymbolicScalar(4).is_concrete(), n.is_concrete(), n.is_symbol())
+        seen["kinds"] = [(v.is_symbol(), v.is_expression()) for v in (n, n + 1, pypto.SymbolicScalar(4))]
         seen["n"] = n
 
     seen = {}
     kernel(torch.zeros(11, 64))
     assert seen["values"] == [14, 14, 9, 9, 704, 22, 3, 4, 3, -11, 8, 11, 11, 4, 40, 2]
-    assert seen["expr"] == "((x.shape[0] * 2) + 1)"
+    assert seen["expr"] == "((x.shape[0]*2)+1)"
     assert seen["conditions"] == [True, False, True, False, True, False]
     assert seen["branch"] == "n <= m"
     assert seen["as_variable"] is None and seen["is_variable"] is True
@@ -450,6 +474,7 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
         seen["n"].concrete()
     seen["concrete_error"] = info.value.check_id
     assert seen["concrete"] == (True, False, True)
+    assert seen["kinds"] == [(True, False), (False, True), (False, False)]
     assert seen["concrete_error"] == "C-LOOP-03"
     named = pypto.SymbolicScalar("batch", 6)
     assert named.expr == "batch" and named.value == 6
@@ -630,6 +655,7 @@ def test_in_place_aliasing_input_and_output():
 
 # --- launcher --------------------------------------------------------------------------------------
 SCRIPT = """
+import os
 import sys
 import torch
 import pypto
@@ -654,7 +680,7 @@ if len(sys.argv) > 2:
 def launcher_sandbox(monkeypatch):
     """Undo what a launch changes process-wide: pypto bindings, sys.argv/path, lenient
     mode, platform, and the modules the launched code imports."""
-    names = ["pypto", "pypto.frontend", "pypto.experimental", "launched_mod"]
+    names = ["pypto", "pypto.frontend", "pypto.experimental", "pypto.operation", "pypto.pypto_impl", "launched_mod"]
     saved = {name: sys.modules[name] for name in names if name in sys.modules}
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
@@ -710,7 +736,7 @@ def test_launcher_propagates_violations_and_lenient(tmp_path, launcher_sandbox):
     with pytest.warns(pypto.ConstraintWarning) as record:
         assert launcher.main(["--lenient", str(script)]) == 0
     ids = [str(w.message).split("]")[0].lstrip("[") for w in record]
-    assert ids == ["C-VIEW-01", "C-OUT-01"]  # clipped view, so half of out stays unwritten
+    assert ids == ["C-VIEW-01", "A-OUT-01"]  # clipped view, so half of out stays unwritten
     assert not checks.is_lenient()  # lenient only for the launched program
 
 
@@ -724,5 +750,111 @@ def test_launcher_usage_errors(capsys, launcher_sandbox):
 
 def test_launcher_lists_every_check(capsys):
     assert launcher.main(["--checks"]) == 0
-    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert listed == list(checks.CHECKS)
+    listed = [line.split(maxsplit=2) for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE]
+    assert all(row[1] == ("advice" if row[0].startswith("A-") else "error") for row in listed)
+    assert all(row[2] == checks.rule_of(row[0]) for row in listed)
+
+
+# --- pypto's value semantics for views, moves and element access -------------------------------------
+def test_move_into_a_view_is_loop_carried_state_not_a_write():
+    """``state = states[i]; ...; state[:] = new`` rebinds the view (pypto: Tensor.move on a
+    graph value); the parameter it was viewed from keeps its contents."""
+    @pypto.frontend.jit
+    def kernel(states: pypto.Tensor([2, 8, 64], pypto.DT_FP32), out: pypto.Tensor([2, 8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for b in pypto.loop(2):
+            state = states[b]
+            for step in pypto.loop(3):
+                state[:] = pypto.mul(state, 2.0)
+            out[b] = state
+
+    states = torch.randn(2, 8, 64)
+    before = states.clone()
+    out = torch.zeros(2, 8, 64)
+    kernel(states, out)
+    assert torch.equal(states, before)
+    assert torch.equal(out, before * 8)
+
+
+def test_element_access_of_int32_tensors():
+    """``t[i, j]`` reads one DT_INT32 element as a runtime scalar; ``t[i, j] = v`` writes
+    exactly one element; other dtypes refuse element reads (pypto asserts DT_INT32)."""
+    @pypto.frontend.jit
+    def kernel(idx: pypto.Tensor([2, 2], pypto.DT_INT32), x: pypto.Tensor([4, 64], pypto.DT_FP32),
+               out: pypto.Tensor([2, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 64)
+        for i in pypto.loop(2):
+            row = idx[i, 1]
+            seen.append((row.expr, row.value, row.is_concrete()))
+            out[i:i + 1, :] = pypto.exp(x[row:row + 1, :])
+        idx[0, 0] = 7
+
+    seen = []
+    idx = torch.tensor([[5, 3], [6, 0]], dtype=torch.int32)
+    x = torch.randn(4, 64)
+    out = torch.zeros(2, 64)
+    kernel(idx, x, out)
+    assert seen == [("idx[i, 1]", 3, False), ("idx[i, 1]", 0, False)]
+    assert torch.equal(out, torch.exp(x[[3, 0]]))
+    assert idx.tolist() == [[7, 3], [6, 0]]
+
+    @pypto.frontend.jit
+    def float_read(x: pypto.Tensor([4, 64], pypto.DT_FP32)):
+        x[0, 0]
+
+    with pytest.raises(ConstraintViolation, match=r"C-API-06.*needs a DT_INT32 tensor, got DT_FP32"):
+        float_read(x)
+
+
+def test_tail_tile_reshape_view_and_broadcast_keep_valid_extents():
+    """A tail tile holds its valid rows only: reshape takes valid_shape, a view is bounded
+    by the static shape (not the valid data), and a broadcast axis with no valid data
+    leaves an empty result instead of a torch error."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        n = x.shape[0]
+        for i in pypto.loop(0, (n + 7) // 8):
+            valid = (n - i * 8).min(8)
+            tile = pypto.view(x, [8, 64], [i * 8, 0], valid_shape=[valid, 64])
+            flat = pypto.reshape(tile, [8, 64], valid_shape=[valid, 64])
+            upper = pypto.view(flat, [4, 64], [4, 0])  # beyond the valid rows of the last tile: in bounds
+            seen.append(list(upper.data.shape))
+            columns = pypto.transpose(flat, 0, 1)  # [64, 8] holding [64, valid]
+            one = pypto.view(columns, [64, 1], [0, 4])  # column 4: no valid data in a 2-row tile
+            seen.append(list(pypto.mul(one, pypto.view(columns, [64, 8], [0, 0])).data.shape))
+            pypto.assemble(pypto.exp(flat), [i * 8, 0], out)
+
+    seen = []
+    x = torch.randn(10, 64)
+    out = torch.zeros(10, 64)
+    kernel(x, out)
+    assert torch.equal(out, torch.exp(x))
+    assert seen == [[4, 64], [64, 8], [0, 64], [64, 0]]  # the second tile has 2 valid rows
+
+
+def test_npu_run_mode_is_one_warning_naming_the_option():
+    with pytest.warns(RuntimeWarning, match=r"runtime_options\['run_mode'\] = RunMode.NPU is NPU-only") as record:
+        @pypto.frontend.jit(runtime_options={"run_mode": pypto.RunMode.NPU})
+        def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+            pass
+    assert record[0].filename == __file__
+    x = torch.ones(8, 64)
+    kernel(x)  # runs here all the same
+    assert launcher._one_line_warning("m", RuntimeWarning, "k.py", 3) == "k.py:3: RuntimeWarning: m\n"
+
+
+def test_named_dynamic_dim_used_in_the_body_has_the_bound_value():
+    rows = pypto.frontend.dynamic("ROWS")
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([rows, 64], pypto.DT_FP32), out: pypto.Tensor([rows, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(rows // 8):
+            pypto.assemble(pypto.neg(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+
+    for n in (16, 24):
+        x, out = torch.randn(n, 64), torch.zeros(n, 64)
+        kernel(x, out)
+        assert torch.equal(out, -x)

@@ -73,7 +73,7 @@ def test_binary_tensor_scalar(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
-@pytest.mark.parametrize("other_shape", [(1, 64), (8, 1), (1, 1)])
+@pytest.mark.parametrize("other_shape", [(1, 64), (8, 1)])  # pypto refuses [1, 1]: two axes (C-API-03)
 def test_binary_broadcast(dtype, other_shape):
     a, b = rand(dtype, seed=4), rand(dtype, other_shape, seed=5)
     for op, ref_op in (BINARY["add"], BINARY["mul"], BINARY["maximum"]):
@@ -91,7 +91,7 @@ def test_operators_methods_alpha_and_element(dtype):
         (lambda x, y: x.add(y), a + b), (lambda x, y: x.sub(y).mul(y), (a - b) * b),
         (lambda x, y: pypto.add(x, y, alpha=2), torch.add(a, b, alpha=2)),
         (lambda x, y: pypto.sub(x, y, alpha=0.5), torch.sub(a, b, alpha=0.5)),
-        (lambda x, y: pypto.mul(x, pypto.Element(pypto.dtypes.from_torch(dtype), 2.5)), a * 2.5),
+        (lambda x, y: pypto.mul(x, 2.5), a * 2.5),  # an Element operand is refused (C-API-06)
     ]
     for fn, ref in cases:
         assert_same(run_op(fn, [a, b], ref), ref)
@@ -213,8 +213,11 @@ def test_round_decimals_clip_softmax(dtype):
     assert_same(run_op(lambda t: pypto.clip(t, -1.5, 2.25), [x], ref), ref)
     ref = torch.clamp(x, min=0.5)
     assert_same(run_op(lambda t: pypto.clip(t, min=0.5), [x], ref), ref)
-    ref = torch.softmax(x, -1)
-    got = run_op(lambda t: pypto.softmax(t, -1), [x], ref)  # pypto's fp32 composition: tests/conformance
+    xf = x.float()  # pypto's composition (operator.py), bitwise equal to pypto on published examples
+    e = torch.exp(xf - xf.amax(-1, keepdim=True))
+    ref = (e / e.sum(-1, keepdim=True)).to(dtype)
+    got = run_op(lambda t: pypto.softmax(t, -1), [x], ref)
+    assert_same(got, ref)
     exact = torch.softmax(x.double(), -1)
     assert torch.allclose(got.double(), exact, rtol=torch.finfo(dtype).eps, atol=1e-6)
 
@@ -429,7 +432,7 @@ def test_cast_int_to_float_and_same_dtype_identity():
 
 
 # --- matmul ----------------------------------------------------------------------------------------
-CUBE = ([16, 16], [32, 64], [16, 16])
+CUBE = ([16, 16], [32, 64], [32, 32])  # nL0 * 1 B must be 32-byte aligned for int8 (real pypto refuses 16)
 
 
 def mm(a, b, out, **kw):
@@ -649,7 +652,7 @@ def test_reshape_inplace_and_copy(dtype):
 
     x32 = x.float()
     out = torch.zeros(8, 64)
-    kernel(x32, out)  # in-place reshape writes through to out: no C-OUT-01
+    kernel(x32, out)  # in-place reshape writes through to out: no A-OUT-01
     assert_same(out, torch.exp(x32))
 
 

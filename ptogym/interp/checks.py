@@ -1,7 +1,27 @@
-"""Named constraint checks.  Every rule the interpreter enforces has an id listed in
-``CHECKS``; a violation raises ``ConstraintViolation`` naming the id, the user's
-kernel file:line and the offending values.  ``lenient()`` turns them into warnings
-(for exploring foreign code); the interpreter then carries on like pypto would.
+"""Named constraint checks, and the one rule that decides what each of them is.
+
+**The rule.**  Real pypto 0.2.0 is the specification.  A check is an *error*
+(``C-*`` id, raises ``ConstraintViolation``) only when
+
+* real pypto rejects the kernel (its parser, an op's argument validation, a pass), or
+* the kernel would compute wrong results on a device although pypto lets it through:
+  out-of-bounds views or assembles, valid shapes larger than their tile, a loop that
+  never ends, reads of a workspace nothing was written to, arguments that do not match
+  their annotation (pypto only checks those in its CHECKATTR debug mode, and otherwise
+  reinterprets the memory).
+
+An output written only in part is advice, not an error: pypto writes into the caller's
+tensors, so the rest keeps the caller's values on a device as here.
+
+Documented guidance that pypto accepts and computes correctly (e.g. "reduce in
+FP32") is *advice* (``A-*`` id): a ``ConstraintWarning`` shown once per kernel site
+(file:line), silenced per id with ``silence("A-...")`` or ``PTOGYM_SILENCE=A-...,A-...``.
+``ptogym interp --checks`` lists every id with its class.  Every check's verdict is
+backed by the same kernel run through real pypto (``tests/check_probes.py``,
+``tests/fixtures/checks_pypto.json``).
+
+``lenient()`` turns errors into warnings too (for exploring foreign code); the
+interpreter then carries on like pypto would.
 """
 from __future__ import annotations
 
@@ -18,13 +38,13 @@ CHECKS = {
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
-    "C-LOOP-08": "a view at a loop_unroll index must span the unrolled factor (factor * step) on that axis",
-    "C-TILE-02": "a vector tile's last dim must be 32-byte aligned (tile_last * dtype_bytes % 32 == 0)",
+    "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
-    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, within L0/L1 capacity",
+    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 * dtype bytes 32-byte "
+                 "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
-    "C-TILE-08": "the vector tile rank must match the rank of the op's tensors",
+    "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
     "C-VIEW-01": "a view or slice must lie inside its source unless valid_shape covers the overhang",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
@@ -32,15 +52,32 @@ CHECKS = {
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
     "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled (graph cycle)",
     "C-MEM-01": "a pypto.tensor must be written before it is read",
-    "C-OUT-01": "every element of an output parameter must be written by the kernel",
     "C-API-01": "elementwise operands must share one dtype",
-    "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8->int32, fp8 via scaled_mm)",
-    "C-API-03": "broadcast operands need equal rank and dims that are equal or 1",
-    "C-API-05": "pypto.sum accepts only DT_FP32 input",
+    "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8 -> int32/fp32/fp16/bf16, fp8 via "
+                "scaled_mm)",
+    "C-API-03": "broadcast operands need dims that are equal or 1 (a lower-rank operand is aligned right), "
+                "each operand expanding on one axis at most",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-API-07": "the op does not accept this operand dtype (pypto 0.2.0 rejects the kernel)",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
-                   "break, continue, with or try, and no `from __future__ import annotations` in its module",
+                   "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
+                   "built-in min/max on runtime values, and no `from __future__ import annotations` in its module",
+}
+
+#: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.
+ADVICE = {
+    "A-OUT-01": "an output parameter the kernel writes only partly (or never) keeps the caller's values "
+                "elsewhere; write every element unless that is meant",
+    "A-LOOP-01": "loop_unroll factors should be positive and divide each other, and the step the range: "
+                 "pypto ignores negative factors, and its sub-loops (left = (stop - start) % (step * factor)) "
+                 "otherwise skip or repeat iterations",
+    "A-TILE-02": "a vector tile's last dim should be 32-byte aligned (tile_last * dtype_bytes % 32 == 0); "
+                 "pypto pads an unaligned one",
+    "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
+    "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
+                "only when it feeds data outside every valid_shape)",
+    "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
+                "16-bit result",
 }
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +94,53 @@ class ConstraintViolation(ValueError):
 
 
 class ConstraintWarning(UserWarning):
-    """A constraint violation reported in lenient mode."""
+    """Advice (``A-*``), or a constraint violation reported in lenient mode."""
+
+
+def check_class(check_id: str) -> str:
+    return "advice" if check_id in ADVICE else "error"
+
+
+def rule_of(check_id: str) -> str:
+    return ADVICE.get(check_id) or CHECKS[check_id]
+
+
+def silenced_by_env(environ=os.environ) -> set:
+    """The advice ids ``PTOGYM_SILENCE`` (comma-separated) silences."""
+    return {part.strip() for part in environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+
+
+_silenced = silenced_by_env()
+_advised: set = set()  # (id, site) already shown
+
+
+def silence(*check_ids: str) -> None:
+    """Stop showing the given advice ids (``PTOGYM_SILENCE=A-X,A-Y`` does the same)."""
+    for check_id in check_ids:
+        if check_id not in ADVICE:
+            raise ValueError(f"silence({check_id!r}): not an advice id; advice ids: {sorted(ADVICE)}")
+        _silenced.add(check_id)
+
+
+def unsilence(*check_ids: str) -> None:
+    _silenced.difference_update(check_ids)
+
+
+def advise(check_id: str, details: str, location: str | None = None) -> None:
+    """Show documented advice once per (id, kernel site), unless silenced."""
+    if check_id in _silenced:
+        return
+    site = location or user_location()
+    if (check_id, site) in _advised:
+        return
+    _advised.add((check_id, site))
+    message = f"[{check_id}] {site}: {details} (advice: {ADVICE[check_id]})"
+    warnings.warn_explicit(message, ConstraintWarning, *_split_site(site))
+
+
+def _split_site(site: str):
+    path, _, line = site.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (site, 0)
 
 
 def user_location() -> str:
@@ -75,7 +158,7 @@ def violation(check_id: str, details: str, location: str | None = None) -> None:
     error = ConstraintViolation(check_id, details, location or user_location())
     if not _lenient:
         raise error
-    warnings.warn(str(error), ConstraintWarning, stacklevel=3)
+    warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
 
 def is_lenient() -> bool:

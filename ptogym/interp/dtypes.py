@@ -46,15 +46,16 @@ DT_FP8E4M3 = DataType("DT_FP8E4M3", _fp8("float8_e4m3fn"), 1)
 DT_FP8E5M2 = DataType("DT_FP8E5M2", _fp8("float8_e5m2"), 1)
 DT_FP8E8M0 = DataType("DT_FP8E8M0", _fp8("float8_e8m0fnu"), 1)
 DT_FP8 = DT_FP8E4M3
-# pypto names without a torch storage type: usable in annotations, not as interpreter data
+# Types with no torch storage here (as DT_INT4): nameable in kernels, refused by the ops.
 DT_HF4 = DataType("DT_HF4", None, 0.5)
 DT_HF8 = DataType("DT_HF8", None, 1)
-DT_FP4_E2M1X2 = DataType("DT_FP4_E2M1X2", None, 1)
 DT_FP4_E1M2X2 = DataType("DT_FP4_E1M2X2", None, 1)
+DT_FP4_E2M1X2 = DataType("DT_FP4_E2M1X2", None, 1)
 DT_BOTTOM = DataType("DT_BOTTOM", None, 0)
 
 ALL = [DT_BOOL, DT_INT4, DT_INT8, DT_INT16, DT_INT32, DT_INT64, DT_UINT8, DT_UINT16, DT_UINT32,
-       DT_UINT64, DT_FP16, DT_BF16, DT_FP32, DT_DOUBLE, DT_FP8E4M3, DT_FP8E5M2, DT_FP8E8M0]
+       DT_UINT64, DT_FP16, DT_BF16, DT_FP32, DT_DOUBLE, DT_FP8E4M3, DT_FP8E5M2, DT_FP8E8M0, DT_HF4, DT_HF8,
+       DT_FP4_E1M2X2, DT_FP4_E2M1X2, DT_BOTTOM]
 _FROM_TORCH = {d.torch: d for d in ALL if d.torch is not None}
 
 

@@ -15,11 +15,12 @@ import functools
 import inspect
 import sys
 import textwrap
+import warnings
 
 import torch
 
 from . import dtypes, runtime
-from .checks import violation
+from .checks import advise, violation
 from .runtime import KernelRun, LoopInfo, StorageRecord
 from .symbolic import SymbolicScalar, value_of
 from .tensor import Tensor
@@ -46,15 +47,24 @@ def dynamic(name: str) -> SymbolicScalar:
     return SymbolicScalar(0, name)
 
 
-# Statements and expressions pypto 0.2.0's kernel parser rejects (measured).
-_UNPARSEABLE = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested async def", ast.Lambda: "lambda",
-                ast.ClassDef: "class definition", ast.While: "while loop", ast.Break: "break",
-                ast.Continue: "continue", ast.With: "with block", ast.Try: "try block"}
+# The statements pypto 0.2.0's kernel parser has a visitor for (parser.py ``_visit_*``);
+# any other statement is "not supported by the PTO parser yet".  ``return`` has a
+# visitor that always refuses; nested ``def`` and ``lambda`` are refused too (measured).
+_PARSED_STATEMENTS = (ast.For, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.If, ast.Delete,
+                      ast.Assert, ast.Pass)
+_REFUSED_EXPRESSIONS = {ast.Lambda: "lambda"}
+_STATEMENT_NAMES = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested async def",
+                    ast.ClassDef: "class definition", ast.While: "while loop", ast.Break: "break",
+                    ast.Continue: "continue", ast.With: "with block", ast.Try: "try block",
+                    ast.Return: "return (write results into an out parameter instead)",
+                    ast.Import: "import", ast.ImportFrom: "import"}
 
 
-def _check_parser_subset(func) -> None:
-    """C-SYNTAX-01: the kernel source must be something real pypto can parse."""
+def _check_parser_subset(func) -> str:
+    """C-SYNTAX-01: the kernel source must be something real pypto can parse.  Returns
+    the kernel's site, file:line of its ``def``."""
     filename = func.__code__.co_filename
+    site = f"{filename}:{func.__code__.co_firstlineno}"
     if func.__code__.co_flags & __future__.annotations.compiler_flag:
         violation("C-SYNTAX-01", f"kernel {func.__name__} is defined under `from __future__ import annotations`: "
                                  f"pypto would then treat every tensor parameter as a scalar",
@@ -62,13 +72,56 @@ def _check_parser_subset(func) -> None:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     except (OSError, TypeError, SyntaxError):  # no source (e.g. exec'd code): nothing to check
-        return
+        return site
     definition = tree.body[0]
-    for node in ast.walk(definition):
-        if node is not definition and type(node) in _UNPARSEABLE:
-            line = func.__code__.co_firstlineno + node.lineno - 1
-            violation("C-SYNTAX-01", f"{_UNPARSEABLE[type(node)]} inside kernel {func.__name__}; move helpers to "
-                                     f"module or builder scope", f"{filename}:{line}")
+    if not isinstance(definition, ast.FunctionDef):
+        return site
+
+    def refuse(node, what):
+        line = func.__code__.co_firstlineno + node.lineno - 1
+        violation("C-SYNTAX-01", f"{what} inside kernel {func.__name__} (pypto's parser refuses it)",
+                  f"{filename}:{line}")
+
+    arguments = definition.args
+    for kind, present in (("keyword-only parameter", arguments.kwonlyargs), ("*args", arguments.vararg),
+                          ("**kwargs", arguments.kwarg), ("positional-only parameter", arguments.posonlyargs)):
+        if present:
+            refuse(definition, f"{kind} in the signature")
+    for node in _parsed_nodes(definition):
+        if isinstance(node, ast.stmt) and not isinstance(node, _PARSED_STATEMENTS):
+            refuse(node, _STATEMENT_NAMES.get(type(node), f"{type(node).__name__} statement"))
+        elif isinstance(node, ast.For) and node.orelse:
+            refuse(node, "for-else")
+        elif type(node) in _REFUSED_EXPRESSIONS:
+            refuse(node, _REFUSED_EXPRESSIONS[type(node)])
+    return f"{filename}:{func.__code__.co_firstlineno + definition.lineno - 1}"
+
+
+def _parsed_nodes(definition):
+    """The nodes pypto's parser visits whatever the arguments: an ``if`` with a Python
+    bool test only has its taken branch visited, so if-branches are left out."""
+    pending = list(ast.iter_child_nodes(definition))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, ast.If):
+            pending.append(node.test)
+        else:
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def _warn_npu_only(options: dict, site: str) -> None:
+    """Options that only mean something on an NPU are ignored here, with one line saying so."""
+    run_mode = (options.get("runtime_options") or {}).get("run_mode")
+    if run_mode is not None and getattr(run_mode, "value", run_mode) == RunMode.NPU.value:
+        warnings.warn_explicit(f"jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
+                               f"runs the kernel on the arguments' torch device instead", RuntimeWarning,
+                               *_site_parts(site))
+
+
+def _site_parts(site: str):
+    path, _, line = site.rpartition(":")
+    return path, int(line)
 
 
 class JitKernel:
@@ -78,7 +131,8 @@ class JitKernel:
         self.func = func
         self.options = options
         self.scope = scope or {}  # the defining frame's locals, for postponed annotations
-        _check_parser_subset(func)
+        self.site = _check_parser_subset(func)
+        _warn_npu_only(options, self.site)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
         functools.update_wrapper(self, func)
@@ -111,7 +165,7 @@ class JitKernel:
             scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
             scalars.update(kwargs)
             result = self.func(*params, **scalars)
-            run.check_outputs()
+            run.check_outputs(self.site)
         finally:
             runtime.pop()
         return _to_torch(result)
@@ -133,18 +187,26 @@ class JitKernel:
         return params
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
+        """A parameter shaped like its argument, with the annotation's dynamic axes symbolic.
+        The rank rule is pypto's: ``Tensor()`` takes any rank, a list of DYNAMIC/STATIC/ints
+        (optionally ending in ``...``) or ``[]`` at least its length, int/symbol shapes exactly."""
         expected = spec.dtype
         if expected is not None and arg.dtype != expected.torch:
             violation("C-ARG-01", f"{self.__name__}({name}=...): dtype {arg.dtype}, annotation says {expected}")
-        if len(spec.shape) != arg.dim():
+        rule = _rank_rule(spec.spec_shape)
+        dims = [d for d in spec.shape if d is not Ellipsis]
+        if (rule == "exact" and len(dims) != arg.dim()) or (rule == "at least" and len(dims) > arg.dim()):
             violation("C-ARG-01", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
-                                  f"{_fmt_spec(spec.shape)}")
+                                  f"{_fmt_spec(spec.shape)} needs rank {'>= ' if rule == 'at least' else ''}"
+                                  f"{len(dims)}")
         shape = []
-        for axis, (dim, size) in enumerate(zip(spec.shape, arg.shape)):
+        for axis, size in enumerate(arg.shape):
+            dim = dims[axis] if axis < len(dims) else STATIC
             if isinstance(dim, StatusType) and dim is not STATIC:
                 shape.append(SymbolicScalar(size, f"{name}.shape[{axis}]"))
             elif isinstance(dim, SymbolicScalar):
                 bound = run.dims.setdefault(dim.expr, size)
+                dim.value = bound  # the kernel body may use the pypto.frontend.dynamic object itself
                 if bound != size:
                     violation("C-ARG-03", f"{self.__name__}({name}=...): dynamic dim {dim.expr} is {size} on axis "
                                           f"{axis}, bound to {bound} by an earlier argument")
@@ -157,12 +219,31 @@ class JitKernel:
                 shape.append(size)
         record = StorageRecord(name, "param", tuple(arg.shape))
         run.records.append(record)
-        return Tensor(shape, dtypes.from_torch(arg.dtype), name, _data=arg, _record=record,
-                      _region=tuple(slice(0, n) for n in arg.shape))
+        param = Tensor(shape, dtypes.from_torch(arg.dtype), name, _data=arg, _record=record,
+                       _region=tuple(slice(0, n) for n in arg.shape))
+        param.owns_storage = True
+        return param
+
+
+def _rank_rule(spec_shape) -> str:
+    """How an annotation constrains the argument's rank (measured with pypto 0.2.0):
+    "any" for ``Tensor()`` and ``Tensor([], dt)``, "at least" for a list ending in
+    ``...`` (``[DYNAMIC, ...]``), "exact" otherwise (``[DYNAMIC]`` on a rank-2 tensor
+    passes pypto's CHECKATTR but fails to compile)."""
+    if spec_shape is None or (isinstance(spec_shape, list) and not spec_shape):
+        return "any"
+    if isinstance(spec_shape, list) and spec_shape[-1] is Ellipsis:
+        return "at least"
+    return "exact"
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _fmt_spec(shape) -> str:
-    return "[" + ", ".join(d.name if isinstance(d, StatusType) else str(d) for d in shape) + "]"
+    return "[" + ", ".join(d.name if isinstance(d, StatusType) else "..." if d is Ellipsis else str(d)
+                           for d in shape) + "]"
 
 
 def _to_torch(result):
@@ -212,6 +293,9 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     """``for i in pypto.loop(stop)`` / ``loop(start, stop[, step])``: i is a symbolic
     index carrying its value."""
     start, stop, step = (value_of(v) for v in _range(args))
+    if step == 0:
+        violation("C-LOOP-09", f"pypto.loop({', '.join(_fmt_arg(a) for a in args)}): step 0")
+        return
     values = range(start, stop, step)
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
@@ -233,19 +317,32 @@ def _loop_body():
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
                 submit_before_loop: bool = False):
-    """Yield ``(index, factor)`` pairs covering [start, stop): the largest factor while
-    a whole step of it fits, then smaller factors for the remainder (1 always last).
-    As in pypto, each factor is its own sub-loop: ``is_loop_begin``/``is_loop_end``
-    refer to the first/last index of the factor's sub-loop."""
+    """Yield ``(index, factor)`` pairs, with pypto's arithmetic: factors largest first
+    (1 added), each a sub-loop ``loop(begin, stop - left, step * factor)`` where
+    ``left = (stop - start) % (step * factor)`` and the next begins at ``stop - left``.
+    ``is_loop_begin``/``is_loop_end`` refer to the first/last index of the sub-loop."""
     start, stop, step = (value_of(v) for v in _range(args))
+    call = f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list={list(unroll_list)})"
+    bad = [f for f in unroll_list if not _is_int(f) or f == 0]
+    if bad or step == 0:  # pypto: "integer modulo by zero" (measured), or a loop that never ends
+        violation("C-LOOP-09", f"{call}: " + (f"factors {bad} are not non-zero ints" if bad else "step 0"))
+        return
+    if any(f < 0 for f in unroll_list):  # pypto runs their sub-loops zero times (measured)
+        advise("A-LOOP-01", f"{call}: negative factors {[f for f in unroll_list if f < 0]} are ignored")
     factors = sorted(set(unroll_list) | {1}, reverse=True)
     label = idx_name or name or "i"
-    position = start
+    plan, begin = [], start
     for factor in factors:
         stride = step * factor
-        count = len(range(position, stop, step)) // factor  # whole steps of factor iterations left
-        indices = [position + i * stride for i in range(count)]
-        position += count * stride
+        left = (stop - start) % stride
+        plan.append((factor, stride, range(begin, stop - left, stride)))
+        begin = stop - left
+    covered = [i + k * step for _, stride, indices in plan for i in indices for k in range(stride // step)]
+    if covered != list(range(start, stop, step)):
+        advise("A-LOOP-01", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
+                            f"{list(unroll_list)}) runs iterations {covered[:12]}{'...' if len(covered) > 12 else ''}"
+                            f" instead of range({start}, {stop}, {step})")
+    for factor, stride, indices in plan:
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
             with _loop_body():
@@ -253,12 +350,16 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
                     yield SymbolicScalar(value, label, loop=info), factor
 
 
+def _fmt_arg(x) -> str:
+    return f"{x.expr}={x.value}" if isinstance(x, SymbolicScalar) else repr(x)
+
+
 def _loop_position(scalar, which: str) -> SymbolicScalar:
     if not isinstance(scalar, SymbolicScalar) or scalar.loop is None:
         violation("C-LOOP-07", f"pypto.is_loop_{which}({scalar!r}): not a pypto.loop index")
-        return SymbolicScalar(0, is_condition=True)
+        return SymbolicScalar(0, "is_loop_position(?)")
     target = scalar.loop.first if which == "begin" else scalar.loop.last
-    return SymbolicScalar(int(scalar.value == target), f"is_loop_{which}({scalar.expr})", is_condition=True)
+    return SymbolicScalar(int(scalar.value == target), f"is_loop_{which}({scalar.expr})")
 
 
 def is_loop_begin(scalar) -> SymbolicScalar:

@@ -8,9 +8,10 @@ import importlib.util
 import os
 import runpy
 import sys
+import warnings
 
 USAGE = ("ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]\n"
-         "       ptogym interp --checks          list the constraint checks the interpreter enforces")
+         "       ptogym interp --checks          list the checks (class error or advice) and their rules")
 
 
 def bind_pypto() -> None:
@@ -22,6 +23,11 @@ def bind_pypto() -> None:
     sys.modules["pypto.frontend"] = frontend
     sys.modules["pypto.experimental"] = experimental
     sys.modules.update(interp.PYPTO_MODULES)
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """Warnings of a launched program on one line each (the source line is noise here)."""
+    return f"{filename}:{lineno}: {category.__name__}: {message}\n"
 
 
 def main(argv: list[str]) -> int:
@@ -38,8 +44,8 @@ def main(argv: list[str]) -> int:
         elif flag == "--checks":
             from ptogym.interp import checks
 
-            for check_id, rule in checks.CHECKS.items():
-                print(f"{check_id:<14} {rule}")
+            for check_id in [*checks.CHECKS, *checks.ADVICE]:
+                print(f"{check_id:<14} {checks.check_class(check_id):<7} {checks.rule_of(check_id)}")
             return 0
         else:
             return _usage_error(f"unknown option {flag}")
@@ -58,7 +64,7 @@ def main(argv: list[str]) -> int:
         return _usage_error(str(error))
     bind_pypto()
     # a with-block, not a bare __enter__(): an unreferenced lenient() is undone when collected
-    with checks.lenient(True) if options.lenient else contextlib.nullcontext():
+    with checks.lenient(True) if options.lenient else contextlib.nullcontext(), _one_line_warnings():
         if argv[0] == "-m":
             sys.argv = argv[1:]
             return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
@@ -79,6 +85,16 @@ def _module_exists(name: str) -> bool:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):  # a parent package that is missing or broken
         return False
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    previous = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
 
 
 def _exit_code(run) -> int:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .checks import violation
+from .checks import advise
 
 
 @dataclass
@@ -61,7 +61,7 @@ class LoopInfo:
     name: str
     first: int | None
     last: int | None
-    rows_per_index: int | None = None  # loop_unroll: factor * step elements per index (C-LOOP-08)
+    rows_per_index: int | None = None  # loop_unroll: factor * step elements per index (A-LOOP-02)
 
 
 @dataclass
@@ -76,14 +76,22 @@ class KernelRun:
     dims: dict = field(default_factory=dict)  # named dynamic dim -> bound value
     device: torch.device | None = None  # where the kernel's tensor arguments live
 
-    def check_outputs(self) -> None:
-        """C-OUT-01: parameters the kernel only wrote must be written everywhere."""
+    def check_outputs(self, location: str) -> None:
+        """A-OUT-01: a parameter the kernel writes without reading it is an output; one
+        it neither reads nor writes is an output left alone or a dead input.  On a device
+        the elements not written keep the caller's values (pypto writes into the
+        caller's tensors), so this is advice, not an error."""
         for record in self.records:
-            if record.kind == "param" and (record.assembled or record.written is not None) and not record.read:
-                missing = record.unwritten_count()
-                if missing:
-                    violation("C-OUT-01", f"output {record.name} {list(record.shape)}: {missing} element(s) never "
-                                          f"written, first at index {record.first_unwritten()}")
+            if record.kind != "param" or record.read:
+                continue
+            if not record.assembled and record.written is None:
+                advise("A-OUT-01", f"parameter {record.name} {list(record.shape)} is never read or written",
+                       location)
+                continue
+            missing = record.unwritten_count()
+            if missing:
+                advise("A-OUT-01", f"output {record.name} {list(record.shape)}: {missing} element(s) never "
+                                   f"written, first at index {record.first_unwritten()}", location)
 
 
 GLOBAL_RUN = KernelRun(name="<global>")

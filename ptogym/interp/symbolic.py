@@ -7,8 +7,10 @@ computes with it, but refuses the Python conversions a real build cannot do.
 """
 from __future__ import annotations
 
+import dis
 import linecache
 import operator
+import re
 import sys
 
 from .checks import violation
@@ -16,13 +18,12 @@ from .checks import violation
 
 class SymbolicScalar:
     """A runtime integer.  ``expr`` is how a kernel would print it; ``value`` is what
-    it is during this run.  ``is_condition`` marks results of comparisons and
-    ``is_loop_begin/end``, which may drive a Python ``if`` (pypto's parser turns
-    those into runtime conditions)."""
+    it is during this run; an ``if`` on it is a runtime condition (pypto's parser
+    compiles it), evaluated here with the value."""
 
-    __slots__ = ("value", "expr", "loop", "is_condition", "is_variable")
+    __slots__ = ("value", "expr", "loop", "is_variable")
 
-    def __init__(self, value, expr=None, *, loop=None, is_condition=False):
+    def __init__(self, value, expr=None, *, loop=None):
         if isinstance(value, SymbolicScalar):
             value, expr = value.value, expr or value.expr
         elif isinstance(value, str):  # pypto.SymbolicScalar("name", value)
@@ -30,7 +31,6 @@ class SymbolicScalar:
         self.value = int(value)
         self.expr = expr if expr is not None else str(self.value)
         self.loop = loop
-        self.is_condition = is_condition
         self.is_variable = False
 
     # --- what pypto offers -------------------------------------------------------
@@ -57,7 +57,11 @@ class SymbolicScalar:
     is_immediate = is_concrete
 
     def is_symbol(self) -> bool:
-        return not self.is_concrete()
+        """A named runtime value (a dim, a loop index), not an expression of them."""
+        return not self.is_concrete() and _NAME.fullmatch(self.expr) is not None
+
+    def is_expression(self) -> bool:
+        return not self.is_concrete() and not self.is_symbol()
 
     # --- Python conversions a real build cannot perform --------------------------
     def __index__(self) -> int:
@@ -74,7 +78,18 @@ class SymbolicScalar:
         return self.value
 
     def __bool__(self) -> bool:
-        if not self.is_condition:
+        """Only an ``if``/``elif`` test (a conditional jump in the caller) may test a
+        runtime value: pypto's parser compiles it into a runtime condition.  Anything
+        else (``bool()``, built-in ``min``/``max``, ``sorted``) needs the value while
+        the graph is built, which pypto refuses ("Not concrete value")."""
+        caller = sys._getframe(1)
+        if "JUMP" in dis.opname[caller.f_code.co_code[caller.f_lasti]]:
+            return bool(self.value)
+        line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
+        if _BUILTIN_MIN_MAX.search(line):
+            violation("C-SYNTAX-01", f"built-in min/max over runtime value {self.expr} (= {self.value}); pypto "
+                                     f"refuses it (\"Not concrete value\"): use pypto.min/pypto.max or .min()/.max()")
+        else:
             violation("C-LOOP-03", f"symbolic {self.expr} (= {self.value}) used as a Python bool")
         return bool(self.value)
 
@@ -84,7 +99,11 @@ class SymbolicScalar:
     def __repr__(self) -> str:
         return f"SymbolicScalar({self.expr}={self.value})"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        return self.expr
+
+
+_BUILTIN_MIN_MAX = re.compile(r"(?<![\w.])(min|max)\(")
 
 
 def _value(x) -> int:
@@ -95,13 +114,15 @@ def _expr(x) -> str:
     return x.expr if isinstance(x, SymbolicScalar) else str(x)
 
 
-def _binary(op, symbol, *, condition=False, reflected=False):
+def _binary(op, symbol, *, reflected=False):
     def method(self, other):
         if not isinstance(other, (int, SymbolicScalar)):
             return NotImplemented
         a, b = (other, self) if reflected else (self, other)
-        return SymbolicScalar(op(_value(a), _value(b)), f"({_expr(a)} {symbol} {_expr(b)})",
-                              is_condition=condition)
+        value = op(_value(a), _value(b))
+        if all(not isinstance(x, SymbolicScalar) or x.is_concrete() for x in (a, b)):
+            return SymbolicScalar(value)  # pypto folds constants
+        return SymbolicScalar(value, f"({_expr(a)}{symbol}{_expr(b)})")  # spelled as pypto prints it
     return method
 
 
@@ -112,8 +133,36 @@ for _name, _op, _sym in [("add", operator.add, "+"), ("sub", operator.sub, "-"),
     setattr(SymbolicScalar, f"__r{_name}__", _binary(_op, _sym, reflected=True))
 for _name, _op, _sym in [("lt", operator.lt, "<"), ("le", operator.le, "<="), ("gt", operator.gt, ">"),
                          ("ge", operator.ge, ">="), ("eq", operator.eq, "=="), ("ne", operator.ne, "!=")]:
-    setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym, condition=True))
-SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, f"(-{self.expr})")
+    setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
+SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, None if self.is_concrete() else f"(-{self.expr})")
+
+
+_NAME = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*")
+
+
+def concrete_difference(stop, start) -> int | None:
+    """``stop - start`` when it does not depend on runtime values, else None.  pypto
+    simplifies a slice's length symbolically (``x[i*8:(i+1)*8]`` is 8 rows)."""
+    if not isinstance(stop, SymbolicScalar) and not isinstance(start, SymbolicScalar):
+        return stop - start
+    import sympy  # only symbolic slices pay for it
+
+    names: dict = {}
+
+    def placeholder(match) -> str:
+        text = match.group(0)
+        if text in ("min", "max"):
+            return text.capitalize()
+        return names.setdefault(text, f"s{len(names)}")
+
+    try:
+        length = sympy.sympify(f"({_NAME.sub(placeholder, _expr(stop))}) - ({_NAME.sub(placeholder, _expr(start))})")
+    except (sympy.SympifyError, SyntaxError, TypeError):
+        return None
+    # two runtime values that print alike (e.g. two loops both indexed "i") are still two values
+    if not length.is_Integer or int(length) != _value(stop) - _value(start):
+        return None
+    return int(length)
 
 
 def value_of(x) -> int:

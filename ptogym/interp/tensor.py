@@ -14,18 +14,20 @@ from __future__ import annotations
 import torch
 
 from . import dtypes, runtime, trace
-from .checks import violation
-from .symbolic import SymbolicScalar, value_of
+from .checks import advise, violation
+from .symbolic import SymbolicScalar, concrete_difference, value_of
 
 
 class Tensor:
     """Annotation (``pypto.Tensor([DYNAMIC, 128], DT_FP32)`` outside a kernel), kernel
     parameter, workspace (``pypto.tensor(...)`` inside a kernel) or op result."""
 
-    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "__weakref__")
+    __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "spec_shape", "owns_storage",
+                 "__weakref__")
 
     def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
                  device=None, ori_shape=None, *, _data=None, _record=None, _region=None):
+        self.spec_shape = shape  # as written: an annotation's rank rule depends on it (frontend)
         self._shape = list(shape) if shape is not None else (list(_data.shape) if _data is not None else [])
         self.dtype = dtype if dtype is not None else (dtypes.from_torch(_data.dtype) if _data is not None else None)
         self.name = name
@@ -33,6 +35,7 @@ class Tensor:
         self.record = _record
         self.region = _region
         self.cache_policy = None
+        self.owns_storage = False  # a parameter or pypto.tensor itself, not a view or result
         if _data is None and runtime.in_kernel():
             self._allocate_workspace(device)
 
@@ -49,7 +52,24 @@ class Tensor:
             self.data.fill_(float("nan"))
         self.record = runtime.StorageRecord(self.name or "pypto.tensor", "local", tuple(shape))
         self.region = tuple(slice(0, n) for n in shape)
+        self.owns_storage = True
         runtime.current().records.append(self.record)
+
+    @classmethod
+    def __class_getitem__(cls, params):
+        """``pypto.Tensor[[DYNAMIC, 128], DT_FP32]`` annotations: shape list, dtype, name."""
+        shape = dtype = None
+        name = ""
+        for param in params if isinstance(params, tuple) else (params,):
+            if isinstance(param, (list, tuple)):
+                shape = list(param)
+            elif isinstance(param, dtypes.DataType):
+                dtype = param
+            elif isinstance(param, str):
+                name = param
+            elif isinstance(param, dict):
+                shape, dtype, name = param.get("shape", shape), param.get("dtype", dtype), param.get("name", name)
+        return cls(shape, dtype, name)
 
     # --- attributes pypto exposes --------------------------------------------------
     @property
@@ -64,6 +84,14 @@ class Tensor:
     def dim(self) -> int:
         return len(self._shape)
 
+    @property
+    def format(self):
+        """Memory layout; the interpreter's tensors are all ND (row-major).  The
+        ``pypto.TileOpFormat`` member when the namespace has that enum, else its name."""
+        import ptogym.interp as namespace
+        enum = getattr(namespace, "TileOpFormat", None)
+        return "TILEOP_ND" if enum is None else enum.TILEOP_ND
+
     def set_cache_policy(self, policy, value=True) -> None:
         self.cache_policy = (policy, value)
 
@@ -75,7 +103,12 @@ class Tensor:
 
     # --- reading and writing by index ----------------------------------------------
     def __getitem__(self, key):
-        offsets, shape, dropped = _parse_key(self, key, allow_symbolic=False)
+        if _is_whole(key):  # pypto: t[:] is t itself
+            return self
+        key = _normalize_key(self, key)
+        if all(not isinstance(k, slice) for k in key):
+            return _read_element(self, key)
+        offsets, shape, dropped = _slice_view(self, key)
         tile = view(self, shape, offsets)
         if dropped:
             keep = [d for i, d in enumerate(tile._shape) if i not in dropped]
@@ -83,8 +116,18 @@ class Tensor:
         return tile
 
     def __setitem__(self, key, value) -> None:
-        offsets, _, dropped = _parse_key(self, key, allow_symbolic=True)
-        if not isinstance(value, Tensor):
+        if _is_whole(key) and isinstance(value, Tensor):  # pypto: t[:] = v is t.move(v)
+            self.move(value)
+            return
+        key = _normalize_key(self, key)
+        offsets = [(0 if k.start is None else k.start) if isinstance(k, slice) else k for k in key]
+        dropped = {axis for axis, k in enumerate(key) if not isinstance(k, slice)}
+        if len(dropped) == len(key):  # one element (pypto: SetTensorData)
+            value = Tensor(_data=torch.full([1] * len(key), value_of(value) if isinstance(value, SymbolicScalar)
+                                            else value, dtype=self.dtype.torch, device=self.data.device))
+            _write(value, offsets, self, op="element")
+            return
+        elif not isinstance(value, Tensor):
             fill = torch.full(_extent_after(self, offsets), value, dtype=self.dtype.torch, device=self.data.device)
             value = Tensor(_data=fill)
         elif dropped:
@@ -94,11 +137,26 @@ class Tensor:
             value = Tensor(_data=data)
         _write(value, offsets, self, op="__setitem__")
 
+    def __matmul__(self, other: "Tensor") -> "Tensor":
+        """``a @ b``: pypto.matmul into b's float dtype, or DT_INT32 for int8."""
+        from .ops import matmul
+        out_dtype = dtypes.DT_INT32 if other.dtype is dtypes.DT_INT8 else other.dtype
+        if out_dtype not in (dtypes.DT_FP16, dtypes.DT_BF16, dtypes.DT_FP32, dtypes.DT_INT32):
+            raise RuntimeError(f"a @ b: unsupported dtype {other.dtype}")  # pypto's own wording: "unsupported dtype"
+        return matmul(self, other, out_dtype)
+
     def move(self, other: "Tensor") -> None:
         """``out.move(x)``: x becomes the content of out."""
         if not isinstance(other, Tensor):
             raise TypeError(f"'{type(other).__name__}' type cannot be moved to Tensor")
-        _write(other, [0] * self.dim(), self, op="move")
+        if self.owns_storage:  # a parameter or workspace: the data lands in its memory
+            _write(other, [0] * self.dim(), self, op="move")
+            return
+        # a view or result is a value of the graph, not memory: it now *is* other (loop-carried
+        # state: ``state = params[i]; ... state[:] = new_state`` leaves params untouched)
+        note_operand(other)
+        self.data, self._shape, self.dtype = other.data, list(other._shape), other.dtype
+        self.record, self.region = other.record, other.region
 
 
 def _default_device():
@@ -119,8 +177,14 @@ def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     return result
 
 
-def _parse_key(t: Tensor, key, allow_symbolic: bool):
-    """Translate ``t[key]`` into view offsets/shape and the int-indexed dims to drop."""
+def _is_whole(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(isinstance(k, slice) and k == slice(None) for k in keys)
+
+
+def _normalize_key(t: Tensor, key) -> tuple:
+    """``t[key]`` as one entry per axis (pypto's rules: ``...`` expands, missing axes are
+    whole, negative Python ints count from the end)."""
     key = key if isinstance(key, tuple) else (key,)
     if any(k is Ellipsis for k in key):
         i = key.index(Ellipsis)
@@ -128,24 +192,58 @@ def _parse_key(t: Tensor, key, allow_symbolic: bool):
     key = key + (slice(None),) * (t.dim() - len(key))
     if len(key) != t.dim():
         violation("C-VIEW-02", f"index with {len(key)} entries on rank-{t.dim()} tensor {t.name!r}")
+    normalized = []
+    for k, dim in zip(key, t._shape):
+        if isinstance(k, slice):
+            if k.step not in (None, 1):
+                violation("C-API-06", f"slice step {k.step} on axis {len(normalized)}; only contiguous slices exist")
+            k = slice(_from_end(k.start, dim), _from_end(k.stop, dim))
+        else:
+            k = _from_end(k, dim)
+        normalized.append(k)
+    return tuple(normalized)
+
+
+def _from_end(index, dim):
+    return dim + index if _is_int(index) and index < 0 and _is_int(dim) else index
+
+
+def _slice_view(t: Tensor, key):
+    """View offsets and shape of a slicing key, and the int-indexed axes to drop.  A
+    slice may start and stop at runtime values when its length is still a constant."""
     offsets, shape, dropped = [], [], set()
     for axis, (k, dim) in enumerate(zip(key, t._shape)):
         if isinstance(k, slice):
-            if k.step not in (None, 1):
-                violation("C-API-06", f"slice step {k.step} on axis {axis}; only contiguous slices exist")
             start = 0 if k.start is None else k.start
             stop = dim if k.stop is None else k.stop
         else:
             start, stop = k, k + 1
             dropped.add(axis)
-        for bound in (start, stop):
-            if isinstance(bound, SymbolicScalar) and not allow_symbolic and bound is not dim:
-                violation("C-LOOP-03", f"symbolic {bound.expr} (= {bound.value}) in a [] slice on axis {axis}; "
-                                       f"use pypto.view with symbolic offsets")
+        length = concrete_difference(stop, start)
+        if length is None:
+            violation("C-TILE-06", f"slice on axis {axis} of {t.name!r}: length {_fmt1(stop)} - {_fmt1(start)} "
+                                   f"depends on runtime values; a view shape must be a constant (use pypto.view "
+                                   f"with valid_shape)")
+            length = value_of(stop) - value_of(start)
         offsets.append(start)
-        length = stop - start
-        shape.append(length if isinstance(length, int) else value_of(length))
+        shape.append(length)
     return offsets, shape, dropped
+
+
+def _read_element(t: Tensor, key) -> SymbolicScalar:
+    """``t[i, j]`` with only indices: one element of a DT_INT32 tensor, a runtime scalar
+    usable as an offset or loop bound (pypto: GetTensorData)."""
+    if t.dtype is not dtypes.DT_INT32:
+        violation("C-API-06", f"{t.name or 'tensor'}[{', '.join(_fmt1(k) for k in key)}]: reading one element "
+                              f"needs a DT_INT32 tensor, got {t.dtype}")
+    region = tuple(slice(value_of(k), value_of(k) + 1) for k in key)
+    _note_read(t, region, "element")
+    value = int(t.data[tuple(value_of(k) for k in key)])
+    return SymbolicScalar(value, f"{t.name or 'tensor'}[{', '.join(str(_fmt_index(k)) for k in key)}]")
+
+
+def _fmt_index(k) -> str:
+    return k.expr if isinstance(k, SymbolicScalar) else str(k)
 
 
 def _extent_after(t: Tensor, offsets) -> list[int]:
@@ -174,7 +272,8 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
     _check_unrolled_extent(input, shape, offsets)
     starts = [value_of(o) for o in offsets]
     valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
-    source = list(input.data.shape)
+    # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+    source = [max(value_of(d), n) for d, n in zip(input._shape, input.data.shape)]
     for axis in range(rank):
         if starts[axis] < 0 or valid[axis] < 0 or valid[axis] > shape[axis]:
             violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])}, "
@@ -183,8 +282,8 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
             violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + extent "
                                    f"{valid[axis]} > {source[axis]} (source {source}, view shape {shape}, "
                                    f"valid_shape {_fmt(valid_shape)})")
-    # lenient mode: clip like pypto does
-    ends = [min(s + v, n) for s, v, n in zip(starts, valid, source)]
+    # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
+    ends = [min(s + v, n) for s, v, n in zip(starts, valid, input.data.shape)]
     region = tuple(slice(s, max(s, e)) for s, e in zip(starts, ends))
     _note_read(input, region, "view")
     data = input.data[region]
@@ -197,13 +296,14 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
 
 
 def _check_unrolled_extent(input: Tensor, shape, offsets) -> None:
-    """C-LOOP-08: at a loop_unroll index the view must cover what one index stands for."""
+    """A-LOOP-02: at a loop_unroll index a view usually covers what one index stands for
+    (pypto computes exactly the view given, so rows may be skipped: advice)."""
     for axis, offset in enumerate(offsets):
         loop = offset.loop if isinstance(offset, SymbolicScalar) else None
         if loop is not None and loop.rows_per_index is not None and shape[axis] != loop.rows_per_index:
-            violation("C-LOOP-08", f"view of {input.name!r} at {offset.expr}={offset.value} ({loop.name}) spans "
-                                   f"{shape[axis]} on axis {axis}, but each index of that loop covers "
-                                   f"{loop.rows_per_index}; size the view with the unroll factor")
+            advise("A-LOOP-02", f"view of {input.name!r} at {offset.expr}={offset.value} ({loop.name}) spans "
+                                f"{shape[axis]} on axis {axis}, but each index of that loop covers "
+                                f"{loop.rows_per_index}; size the view with the unroll factor")
 
 
 def _note_read(t: Tensor, region, how: str) -> None:
@@ -218,10 +318,12 @@ def _note_read(t: Tensor, region, how: str) -> None:
     if record.kind == "local" and not record.fully_written:
         absolute = _compose(t.region, region)
         missing = record.unwritten_count(absolute)
-        if missing:
-            where = "" if missing < 0 else f", first at {record.first_unwritten(absolute)}"
-            violation("C-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: "
-                                  f"{'nothing' if missing < 0 else missing} element(s) never written{where}")
+        if missing < 0:  # the workspace was never written at all: garbage, and pypto refuses it (measured)
+            violation("C-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: nothing written to "
+                                  f"{record.name!r} yet")
+        elif missing:  # tail-tile code reads the unwritten rest; harmless only if it feeds invalid data
+            advise("A-MEM-01", f"read of {record.name!r} region {_fmt_region(absolute)}: {missing} element(s) "
+                               f"never written, first at {record.first_unwritten(absolute)}")
 
 
 def note_operand(t: Tensor) -> None:
@@ -263,7 +365,7 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
                                        f"{extent[axis]} > {limit[axis]} (tile {extent}, destination {limit})")
     region = tuple(slice(s, min(s + e, n)) for s, e, n in zip(starts, extent, limit))
     record = dst.record
-    if record is not None and record.kind == "param":
+    if record is not None and record.kind == "param" and op != "element":  # SetTensorData is no assemble
         record.assembled = True
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
@@ -274,12 +376,15 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
 
 
 def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:
-    """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input."""
-    dims = [value_of(d) for d in shape]
+    """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input.
+    A tail tile (data smaller than its shape) reshapes its valid data to valid_shape."""
+    dims = [value_of(d) for d in (shape if valid_shape is None else valid_shape)]
     data = input.data.reshape(dims)
     if inplace:
-        return Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
-                      _region=None if input.record is None else input.region and _reshape_region(input, dims))
+        result = Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
+                        _region=None if input.record is None else input.region and _reshape_region(input, dims))
+        result.owns_storage = input.owns_storage
+        return result
     note_operand(input)
     return wrap(data.clone(), input.dtype, list(shape))
 

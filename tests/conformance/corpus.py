@@ -360,7 +360,6 @@ BOUNDS.update({f"{op}_fp32": TRANSCENDENTAL_BOUND for op in ("sin", "cos", "log1
 
 _SIM_GAP = ("pypto-sim cannot run opcode {}: its cost model has no pipe for it (F92001), and the run fails before "
             "pypto's interpreter computes anything, so there is no reference result")
-_FID = "owned by ptogym/interp/{} (fid helper): "
 
 # Known differences from real pypto 0.2.0: name -> reason (docs/fidelity.md lists them).
 KNOWN: dict = {
@@ -383,34 +382,11 @@ KNOWN: dict = {
        for src in ("fp32", "int32") for dt in ("int8", "int16")},
     "cast_fp32_fp32_rint": "pypto 0.2.0 leaves the output unwritten (zeros) for a same-dtype cast with CAST_RINT; the "
                            "interpreter returns the input, already integral-free of change (a pypto bug)",
-    "add_scalar_inf_fp32": _FID.format("ops/_common.py") + "pypto clamps an FP32 scalar operand to +-FLT_MAX "
-                           "(calc_torch.cpp From(Element)); the interpreter uses the scalar as given (inf)",
-    "mul_scalar_huge_fp32": _FID.format("ops/_common.py") + "pypto clamps an FP32 scalar operand (1e39) to FLT_MAX "
-                            "before multiplying; the interpreter rounds it to inf",
-    **{name: _FID.format("ops/_common.py") + "pypto 0.2.0 rejects a pypto.Element as the scalar operand of a "
-             "binary op (it wraps the scalar in an Element again: 'incompatible constructor arguments'); the "
-             "interpreter accepts it" for name in ("mul_element_fp16", "mul_element_bf16", "mul_element_fp32",
-                                                   "add_element_int32")},
-    "mul_scalar_first_fp32": _FID.format("ops/_common.py") + "pypto.mul(3.0, x) is rejected by pypto (Mul() takes a "
-                             "tensor first); the interpreter swaps the operands and accepts it",
-    "add_bcast_rank1_fp32": _FID.format("ops/_common.py") + "pypto broadcasts a lower-rank operand (numpy rule); the "
-                            "interpreter rejects ranks 2 vs 1 (C-API-03)",
-    "mul_bcast_rank2_to_3_fp32": _FID.format("ops/_common.py") + "pypto broadcasts a lower-rank operand; the "
-                                 "interpreter rejects ranks 3 vs 2 (C-API-03)",
-    "gen_049": _FID.format("ops/_common.py") + "pypto expands only one axis of an operand per op ('Only allow to "
-               "expand one axis', FC0000: [1, 1] -> [4, 32]); the interpreter broadcasts both",
-    "add_tile_small_last_fp16": _FID.format("ops/_common.py") + "pypto accepts a tile whose last dim (8 x 2 B) is "
-                                "below 32 B when it covers the whole tensor; the interpreter rejects it (C-TILE-02)",
-    "exp_tile_misaligned_fp32": _FID.format("ops/_common.py") + "pypto accepts and computes a 6 x 4 B = 24 B tile "
-                                "last dim; the interpreter rejects it (C-TILE-02)",
-    "exp_loop_clip_fp32": _FID.format("tensor.py") + "pypto clips a view that runs past the end of its source "
-                          "(the tail block of 37 rows); the interpreter demands valid_shape (C-VIEW-01)",
-    "exp_loop_clip_dynamic_fp32": _FID.format("tensor.py") + "pypto clips a view that runs past the end of a dynamic "
-                                  "source; the interpreter demands valid_shape (C-VIEW-01)",
-    "gen_040": _FID.format("tensor.py") + "pypto rejects assembling [4, 1, 1] fp16 row-reduction blocks into a "
+    "exp_loop_clip_fp32": "pypto's CPU interpreter clips a view that runs past the end of its source (the tail "
+                          "block of 37 rows); the interpreter keeps C-VIEW-01 an error, because on a device the "
+                          "overhang reads memory outside the source unless valid_shape says otherwise",
+    "exp_loop_clip_dynamic_fp32": "pypto's CPU interpreter clips a view that runs past the end of a dynamic source; "
+                                  "C-VIEW-01 stays an error for the same reason as exp_loop_clip_fp32",
+    "gen_040": "not yet reproduced: pypto rejects assembling [4, 1, 1] fp16 row-reduction blocks into a "
                "[DYNAMIC, 1, 1] output (ASSEMBLEOpError 10017); the interpreter accepts it",
-    "matmul_4d_fp16": _FID.format("ops/matmul.py") + "pypto accepts 4-D matmul operands; the interpreter rejects "
-                      "them (C-API-06)",
-    "matmul_int8_overflow": _FID.format("ops/matmul.py") + "pypto rejects an int8 cube tile with n L0 = 16 (16 B, "
-                            "FC4001 'nL0 * sizeof(dtype) must be 32-byte aligned'); the interpreter accepts it",
 }

@@ -1,13 +1,13 @@
 """What every op family shares: the ``Element`` scalar, operand handling (scalars,
 broadcasting, binary/unary application) and the vector-tile checks (C-LOOP-01,
-C-TILE-02/03/06/08) each op runs over its operands and result."""
+C-TILE-03/06/08, advice A-TILE-02) each op runs over its operands and result."""
 from __future__ import annotations
 
 import builtins
 import math
 
 from .. import runtime
-from ..checks import violation
+from ..checks import advise, violation
 from ..dtypes import DataType
 from ..platform import platform
 from ..symbolic import SymbolicScalar, value_of
@@ -56,26 +56,25 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     total, valid = 0, True
     for t in tensors:
         shape = _static(t)
-        if len(tile) != len(shape):
+        if len(tile) < len(shape):
             valid = False
             violation("C-TILE-08", f"pypto.{op}: vec tile {list(tile)} (rank {len(tile)}) on {t.name or 'tensor'} "
-                                   f"{list(shape)} (rank {len(shape)}); set a rank-{len(shape)} tile")
+                                   f"{list(shape)} (rank {len(shape)}); set a tile of rank >= {len(shape)}")
             continue
-        effective = [builtins.min(a, b) for a, b in zip(tile, shape)]
+        own = tile[len(tile) - len(shape):]  # a higher-rank tile applies by its trailing dims (pypto accepts it)
         nbytes = t.dtype.nbytes
-        last = effective[-1]
-        if last > 1 and (last * nbytes) % platform.profile.ub_block_bytes:
-            valid = False
-            violation("C-TILE-02", f"pypto.{op}: tile last dim {last} x {nbytes} B ({t.dtype}) = {last * nbytes} B "
-                                   f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
-                                   f"tensor {list(shape)})")
-        total += math.prod(effective) * nbytes
+        if own[-1] * nbytes % platform.profile.ub_block_bytes:
+            valid = False  # re-checked at every call: advice is per site
+            advise("A-TILE-02", f"pypto.{op}: tile last dim {own[-1]} x {nbytes} B ({t.dtype}) = {own[-1] * nbytes} B "
+                                f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
+                                f"tensor {list(shape)})")
+        total += math.prod(builtins.min(a, b) for a, b in zip(own, shape)) * nbytes
     if total > platform.profile.ub_bytes:
         valid = False
         violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "
                                f"{platform.profile.ub_bytes} B on {platform.profile.npuarch} (vec tile {list(tile)}, "
                                f"shapes {[list(_static(t)) for t in tensors]})")
-    if valid:  # a violation let through by lenient() must still be reported in strict mode
+    if valid:  # a violation let through by lenient(), or advice, must be reported at the next site too
         _checked.add(signature)
 
 
@@ -89,25 +88,44 @@ def _scalar(x):
 
 
 def _broadcast(op: str, a: Tensor, b: Tensor):
-    """Data of two operands with equal rank, trimmed to their common valid extent."""
-    if a.dim() != b.dim():
-        violation("C-API-03", f"pypto.{op}: rank {a.dim()} {list(_static(a))} vs rank {b.dim()} {list(_static(b))}")
+    """Operands with equal rank (a lower-rank one gains leading 1-dims, numpy style, as
+    in pypto), their data trimmed to the common valid extent, and the result shape."""
+    a, b = _leading_ones(a, b.dim()), _leading_ones(b, a.dim())
     sa, sb = _static(a), _static(b)
     for x, y in zip(sa, sb):
         if x != y and x != 1 and y != 1:
             violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
+    for mine, theirs in ((sa, sb), (sb, sa)):
+        expanded = [axis for axis, (x, y) in enumerate(zip(mine, theirs)) if x == 1 and y > 1]
+        if len(expanded) > 1:  # measured: [1, 1] against [4, 32] is refused (FC0000)
+            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)}: {list(mine)} would expand on "
+                                  f"axes {expanded}; pypto expands one axis of an operand per op")
     da, db = a.data, b.data
     if da.shape != db.shape:
-        common = [builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
+        # per axis, the valid extent both share: a broadcast (static 1) axis with no valid data
+        # leaves nothing valid on that axis
+        common = [0 if 0 in (x, y) else builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
                   for x, y, p, q in zip(da.shape, db.shape, sa, sb)]
-        da = da[tuple(slice(0, c if p != 1 else 1) for c, p in zip(common, sa))]
-        db = db[tuple(slice(0, c if q != 1 else 1) for c, q in zip(common, sb))]
+        da = da[tuple(slice(0, c if p != 1 else builtins.min(c, 1)) for c, p in zip(common, sa))]
+        db = db[tuple(slice(0, c if q != 1 else builtins.min(c, 1)) for c, q in zip(common, sb))]
     shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
     return da, db, shape
 
 
+def _leading_ones(t: Tensor, rank: int) -> Tensor:
+    extra = rank - t.dim()
+    if extra <= 0:
+        return t
+    return wrap(t.data.reshape([1] * extra + list(t.data.shape)), t.dtype, [1] * extra + list(t._shape))
+
+
+_FP32_MAX = 3.4028234663852886e38
+
+
 def _binary(op: str, fn, input, other, *, result_dtype=None):
-    if not isinstance(input, Tensor):
+    if not isinstance(input, Tensor):  # pypto builds Element(input.dtype, ...) from the first operand
+        violation("C-API-06", f"pypto.{op}({input!r}, ...): the first operand must be a Tensor (pypto refuses a "
+                              f"scalar first operand; write the tensor first or use its operator)")
         input, other = other, input
         fn_ = fn
         fn = lambda x, y: fn_(y, x)  # noqa: E731 - keep operand order for scalar-first calls
@@ -122,9 +140,12 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         result = wrap(fn(a, b), out_dtype, shape)
         check_vector_tiles(op, input, other, result)
     else:
-        if isinstance(other, Element) and other.dtype is not input.dtype:
-            violation("C-API-01", f"pypto.{op}: {input.dtype} tensor with Element of {other.dtype}")
-        result = wrap(fn(input.data, _scalar(other)), result_dtype or input.dtype, list(input._shape))
+        if isinstance(other, Element):  # pypto wraps the operand in an Element itself, and refuses one
+            violation("C-API-06", f"pypto.{op}: {other!r} as the scalar operand; pass a Python number")
+        scalar = _scalar(other)
+        if input.dtype.name == "DT_FP32" and isinstance(scalar, float):  # pypto clamps it (measured)
+            scalar = builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, scalar))
+        result = wrap(fn(input.data, scalar), result_dtype or input.dtype, list(input._shape))
         check_vector_tiles(op, input, result)
     if result.data.dtype != result.dtype.torch:
         result.data = result.data.to(result.dtype.torch)

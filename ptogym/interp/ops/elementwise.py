@@ -145,4 +145,6 @@ def _softmax_fp32(x: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def softmax(input: Tensor, dim: int) -> Tensor:
+    """pypto's composition (operator.py): in fp32, exp(x - amax) / sum, cast back
+    (torch.softmax rounds differently: 1 ulp off pypto on published examples)."""
     return _unary("softmax", lambda d: _in_fp32(d, lambda x: _softmax_fp32(x, dim)), input)

@@ -1,5 +1,7 @@
-"""Cube ops: ``matmul`` (fp32 accumulation, int8 -> int32 exact) and the block-scaled
-fp8 ``scaled_mm``, with the cube tile checks (C-TILE-05/06, C-API-02)."""
+"""Cube ops: ``matmul`` (2-, 3- or 4-D with batch broadcasting; fp32 accumulation,
+int8 -> int32 wrapping like the int32 accumulator; ``extend_params`` bias, dequant
+scale, ReLU and TF32 rounding) and the block-scaled fp8 ``scaled_mm``, with the cube
+tile checks (C-TILE-05/06, C-API-02)."""
 from __future__ import annotations
 
 import torch
@@ -15,8 +17,9 @@ _MATMUL_OUT = {
     "DT_FP16": ("DT_FP16", "DT_BF16", "DT_FP32"),
     "DT_BF16": ("DT_FP16", "DT_BF16", "DT_FP32"),
     "DT_FP32": ("DT_FP32",),
-    "DT_INT8": ("DT_INT32",),
+    "DT_INT8": ("DT_INT32", "DT_FP32", "DT_FP16", "DT_BF16"),  # int32 accumulator, then converted (measured)
 }
+_ND_INNER_AXIS_LIMIT = 65535  # pypto: "when input is ND format, inner axis must be less than 65535"
 
 
 def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
@@ -28,6 +31,9 @@ def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
     prof, nbytes = platform.profile, a.dtype.nbytes
     needs = {"L0A": (m0 * k0 * nbytes, prof.l0a_bytes), "L0B": (k0 * n0 * nbytes, prof.l0b_bytes),
              "L0C": (m0 * n0 * 4, prof.l0c_bytes), "L1": ((m1 * k1 + k1 * n1) * nbytes, prof.l1_bytes)}
+    if op == "matmul" and n0 * nbytes % 32:  # pypto's CheckCubeTiling (measured: int8 with nL0 = 16 is refused)
+        violation("C-TILE-05", f"pypto.{op}: cube tile nL0 {n0} x {nbytes} B ({a.dtype}) = {n0 * nbytes} B is not "
+                               f"32-byte aligned")
     for buffer, (need, have) in needs.items():
         if need > have:
             violation("C-TILE-05", f"pypto.{op}: cube tile m{[m0, m1]} k{[k0, k1]} n{[n0, n1]} with {a.dtype} needs "
@@ -41,13 +47,22 @@ def _matmul_operands(op: str, input: Tensor, mat2: Tensor, out_dtype: DataType, 
     if input.dtype is not mat2.dtype or out_dtype.name not in allowed:
         violation("C-API-02", f"pypto.{op}: {input.dtype} x {mat2.dtype} -> {out_dtype}; pairs allowed: "
                               f"{ {k: list(v) for k, v in _MATMUL_OUT.items()} } (same dtype on both sides)")
-    if input.dim() not in (2, 3) or mat2.dim() not in (2, 3):
-        violation("C-API-06", f"pypto.{op}: operands must be 2-D or batched 3-D, got {input.dim()}-D x {mat2.dim()}-D")
+    if input.dim() != mat2.dim() or input.dim() not in (2, 3, 4):
+        violation("C-API-06", f"pypto.{op}: operands must both be 2-, 3- or 4-D, got {input.dim()}-D x {mat2.dim()}-D")
+    for operand in (input, mat2):
+        inner = operand.data.shape[-1]
+        if inner >= _ND_INNER_AXIS_LIMIT:
+            violation("C-API-06", f"pypto.{op}: inner (last) axis {inner} of {operand.name or 'an operand'} "
+                                  f"{list(operand.data.shape)}; an ND operand's must be < {_ND_INNER_AXIS_LIMIT}")
     a = input.data.transpose(-1, -2) if a_trans else input.data
     b = mat2.data.transpose(-1, -2) if b_trans else mat2.data
     if a.shape[-1] != b.shape[-2]:
         violation("C-API-06", f"pypto.{op}: inner dims differ: {list(a.shape)} x {list(b.shape)} "
                               f"(a_trans={a_trans}, b_trans={b_trans})")
+    for x, y in zip(a.shape[:-2], b.shape[:-2]):
+        if x != y and 1 not in (x, y):
+            violation("C-API-06", f"pypto.{op}: batch dims {list(a.shape[:-2])} and {list(b.shape[:-2])} do not "
+                                  f"broadcast")
     _check_cube(op, input, mat2, a.shape[-2], a.shape[-1], b.shape[-1])
     return a, b
 
@@ -56,20 +71,82 @@ def _static_mm_shape(input: Tensor, mat2: Tensor, a_trans: bool, b_trans: bool) 
     sa, sb = list(input._shape), list(mat2._shape)
     m = sa[-1] if a_trans else sa[-2]
     n = sb[-2] if b_trans else sb[-1]
-    batch = sa[:-2] if len(sa) > 2 else sb[:-2]
+    batch = [y if x == 1 else x for x, y in zip(sa[:-2], sb[:-2])]
     return batch + [m, n]
+
+
+_EXTEND_KEYS = ("bias_tensor", "scale", "scale_tensor", "relu_type", "trans_mode")
 
 
 def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b_trans=False,
            c_matrix_nz=False, extend_params=None) -> Tensor:
     """Cube matmul: fp16/bf16/fp32 accumulate in fp32 and round once to out_dtype;
-    int8 x int8 accumulates exactly into int32."""
+    int8 x int8 accumulates in int32 (wrapping; with K < 65535 it cannot overflow) and
+    converts to out_dtype.  ``extend_params`` (2-D only): ``trans_mode`` rounds fp32
+    inputs to TF32 first (the device does; pypto's CPU interpreter ignores it); then
+    ``ReLU(A @ B) * scale`` when ``scale`` / ``relu_type`` are given, ``+ bias_tensor``
+    (bias and int8 ReLU-scale measured bit-exact against pypto)."""
+    if c_matrix_nz:
+        violation("C-API-06", "pypto.matmul: c_matrix_nz=True; pypto 0.2.0 refuses an NZ output")
+    extend = dict(extend_params or {})
+    unknown = sorted(set(extend) - set(_EXTEND_KEYS))
+    if unknown or (extend_params is not None and input.dim() != 2):
+        violation("C-API-06", f"pypto.matmul: extend_params {sorted(extend)}: pypto 0.2.0 takes "
+                              f"{list(_EXTEND_KEYS)}, on 2-D operands only")
     a, b = _matmul_operands("matmul", input, mat2, out_dtype, a_trans, b_trans)
-    if input.dtype.is_int:
-        acc = torch.matmul(a.to(torch.float64), b.to(torch.float64))
+    mode = _enum_name(extend.get("trans_mode"))
+    if mode not in ("", "CAST_NONE"):
+        if input.dtype.name != "DT_FP32":
+            violation("C-API-06", f"pypto.matmul: trans_mode {mode} needs DT_FP32 inputs, got {input.dtype}")
+        a, b = _to_tf32(a, mode), _to_tf32(b, mode)
+    if input.dtype.is_int:  # exact in fp64 (|sum| < 2**53), then wrapped like the int32 accumulator
+        acc = _wrap_int32(torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(torch.int64))
     else:
         acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+    acc = _apply_extend(acc, extend)
     return wrap(acc.to(out_dtype.torch), out_dtype, _static_mm_shape(input, mat2, a_trans, b_trans))
+
+
+def _enum_name(value) -> str:
+    return "" if value is None else getattr(value, "name", str(value).rsplit(".", 1)[-1])
+
+
+def _apply_extend(acc: torch.Tensor, extend: dict) -> torch.Tensor:
+    """ReLU, dequant scale and bias on the accumulator (fp32 from here on)."""
+    relu = _enum_name(extend.get("relu_type")) not in ("", "NO_RELU")
+    scale = extend.get("scale") or 0.0
+    if "scale_tensor" in extend:
+        raise NotImplementedError("pypto.matmul extend_params['scale_tensor']: the per-channel DT_UINT64 "
+                                  "dequant scale encoding is not emulated by ptogym.interp")
+    if relu or scale or "bias_tensor" in extend:
+        acc = acc.to(torch.float32)
+    if relu:
+        acc = torch.relu(acc)
+    if scale:
+        acc = acc * float(scale)
+    bias = extend.get("bias_tensor")
+    if bias is not None:
+        note_operand(bias)
+        acc = acc + bias.data.to(torch.float32)
+    return acc
+
+
+def _wrap_int32(x: torch.Tensor) -> torch.Tensor:
+    return ((x + 2**31) % 2**32 - 2**31).to(torch.int32)
+
+
+def _to_tf32(x: torch.Tensor, mode: str) -> torch.Tensor:
+    """fp32 rounded to TF32's 10 mantissa bits: CAST_RINT ties to even, CAST_ROUND away from zero."""
+    bits = x.contiguous().to(torch.float32).view(torch.int32).to(torch.int64)
+    dropped = 13
+    low = bits & ((1 << dropped) - 1)
+    kept = bits - low
+    half = 1 << (dropped - 1)
+    odd = (kept >> dropped) & 1
+    up = (low > half) | ((low == half) & ((odd == 1) | (mode == "CAST_ROUND")))
+    rounded = torch.where(up, kept + (1 << dropped), kept)
+    finite = torch.isfinite(x)
+    return torch.where(finite, _wrap_int32(rounded).view(torch.float32), x.to(torch.float32))
 
 
 def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor, scale_b: Tensor, *,

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import builtins
 import math
-import warnings
 
 import torch
 
 from .. import runtime
-from ..checks import ConstraintWarning, user_location, violation
+from ..checks import advise, violation
 from ..dtypes import DT_FP32
 from ..platform import platform
 from ..symbolic import sym_max, sym_min, value_of
@@ -35,14 +34,10 @@ def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
 
 
 def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
-    """Sum along dim; the input tile must fit the reduction buffer (C-TILE-04).
-
-    pypto 0.2.0 accepts and computes any dtype (fp16/bf16 sums are rounded once to the
-    input dtype, int32 is exact), so a non-FP32 input is advice, not an error: a
-    ``ConstraintWarning`` [C-API-05] recommending to reduce in FP32."""
+    """Sum along dim (in the input's dtype; A-SUM-01 advises DT_FP32); the input tile
+    must fit the reduction buffer (C-TILE-04)."""
     if input.dtype is not DT_FP32:
-        warnings.warn(f"[C-API-05] {user_location()}: pypto.sum on {input.dtype} {list(_static(input))}; "
-                      f"cast to DT_FP32 first for an accurate sum", ConstraintWarning, stacklevel=2)
+        advise("A-SUM-01", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
     tile = runtime.current().vec_tile
     if tile is not None and len(tile) == input.dim():
         effective = [builtins.min(a, value_of(b)) for a, b in zip(tile, input._shape)]

@@ -1,0 +1,831 @@
+"""Small kernels that pin down what real pypto 0.2.0 accepts, rejects and computes.
+
+Each probe is a builder ``build(pypto) -> jit kernel`` plus its inputs; the same
+builder runs against the real pypto (``scripts/record_check_fixtures.py`` records
+its verdict and outputs in ``tests/fixtures/checks_pypto.json``) and against
+``ptogym.interp`` (``tests/test_interp_checks.py`` compares the two).
+
+``interp`` says what the interpreter must do with the probe:
+
+* ``"ok"``: run without error; outputs bitwise equal to real pypto's (``atol`` for
+  matmul-like results, where pypto's calculator sums in another order);
+* ``"C-..."``: raise that check (pypto rejects it, or ``device_garbage`` says why the
+  device would compute garbage although pypto's compiler lets it through);
+* ``"A-..."``: run with that advice (comma-separated: those), outputs as for ``"ok"``;
+  ``outputs=()`` where what pypto writes is uninitialised memory.
+
+No ``from __future__ import annotations`` here: pypto's parser reads the kernels.
+"""
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Probe:
+    name: str
+    build: Callable
+    inputs: Callable
+    interp: str
+    outputs: tuple = (-1,)  # indices of the tensors the kernel writes
+    atol: float = 0.0
+    device_garbage: str = ""  # why an error is right although pypto's compiler accepts the kernel
+    scalars: dict = field(default_factory=dict)
+
+
+PROBES: dict[str, Probe] = {}
+
+
+def probe(interp, *, inputs, outputs=(-1,), atol=0.0, device_garbage="", scalars=None):
+    def register(build):
+        PROBES[build.__name__] = Probe(build.__name__, build, inputs, interp, outputs, atol, device_garbage,
+                                       scalars or {})
+        return build
+    return register
+
+
+def rand(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(-100, 100, shape, generator=g).to(dtype)
+
+
+def member(pypto, enum: str, name: str):
+    """``pypto.<enum>.<name>``, or the name where the namespace lacks the enum (ptogym.interp
+    takes enum members by name)."""
+    return getattr(getattr(pypto, enum), name) if hasattr(pypto, enum) else name
+
+
+def zeros(*shape, dtype=torch.float32):
+    return torch.zeros(shape, dtype=dtype)
+
+
+def x_out(*shape, dtype=torch.float32, out_shape=None, out_dtype=None):
+    return lambda: [rand(*shape, dtype=dtype), zeros(*(out_shape or shape), dtype=out_dtype or dtype)]
+
+
+# --- kernel arguments -----------------------------------------------------------------------
+@probe("ok", inputs=x_out(32, 128))
+def annotation_tensor_no_args(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor(), out: pypto.Tensor()):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(32, 128))
+def annotation_empty_shape(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([], pypto.DT_FP32), out: pypto.Tensor([], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 128))
+def annotation_dynamic_ellipsis(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, ...], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, ...], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 128)
+        for i in pypto.loop(x.shape[0] // 8):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 128], [i * 8, 0])), [i * 8, 0], out)
+    return kernel
+
+
+@probe("C-ARG-01", inputs=lambda: [rand(8, 64, 1), zeros(8, 64)])
+def arg_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(x, 0.0)
+    return kernel
+
+
+@probe("C-ARG-01", inputs=lambda: [rand(8, 64, dtype=torch.bfloat16), zeros(8, 64)],
+       device_garbage="pypto checks annotations only in its CHECKATTR debug mode, else reads the bf16 bytes as fp32")
+def arg_dtype(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(x, 0.0)
+    return kernel
+
+
+@probe("C-ARG-01", inputs=lambda: [rand(4, 64), zeros(4, 64)])
+def arg_static_dim(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([4, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        out[:] = pypto.add(pypto.view(x, [4, 64], [0, 0]), 0.0)
+    return kernel
+
+
+@probe("C-ARG-02", inputs=lambda: [rand(64, 8).t(), zeros(8, 64)])
+def arg_non_contiguous(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(x, 0.0)
+    return kernel
+
+
+# --- loops and symbolic scalars -----------------------------------------------------------------
+@probe("C-LOOP-01", inputs=x_out(16, 64))
+def loop_dynamic_whole(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out.move(pypto.exp(x))
+    return kernel
+
+
+@probe("C-LOOP-02", inputs=x_out(16, 64))
+def loop_python_range(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in range(x.shape[0] // 8):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+    return kernel
+
+
+@probe("C-LOOP-03", inputs=x_out(16, 64))
+def loop_int_of_symbol(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        rows = int(x.shape[0])
+        for i in pypto.loop(rows // 8):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 64))
+def loop_if_on_index(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            tile = pypto.view(x, [8, 64], [i * 8, 0])
+            if i:
+                pypto.assemble(pypto.exp(tile), [i * 8, 0], out)
+            else:
+                pypto.assemble(pypto.neg(tile), [i * 8, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 64))
+def loop_if_on_dim(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            tile = pypto.view(x, [8, 64], [i * 8, 0])
+            if x.shape[0] > 8:
+                pypto.assemble(pypto.exp(tile), [i * 8, 0], out)
+            else:
+                pypto.assemble(pypto.neg(tile), [i * 8, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 64))
+def loop_symbolic_slice(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            out[i * 8:i * 8 + 8, :] = pypto.exp(x[i * 8:(i + 1) * 8, :])
+    return kernel
+
+
+@probe("ok", inputs=lambda: [torch.tensor([[1], [0]], dtype=torch.int32), rand(16, 64), zeros(16, 64)])
+def element_read_as_offset(pypto):
+    @pypto.frontend.jit
+    def kernel(idx: pypto.Tensor([2, 1], pypto.DT_INT32), x: pypto.Tensor([16, 64], pypto.DT_FP32),
+               out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(2):
+            block = idx[i, 0]
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [block * 8, 0])), [i * 8, 0], out)
+    return kernel
+
+
+@probe("C-LOOP-07", inputs=x_out(8, 64))
+def loop_begin_not_index(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if pypto.is_loop_begin(3):
+            out[:] = pypto.exp(x)
+        else:
+            out[:] = pypto.neg(x)
+    return kernel
+
+
+@probe("C-VIEW-01", inputs=x_out(9, 64), device_garbage="the factor-1 view at row 8 reads rows 9..11 past the "
+       "end of x (pypto's CPU interpreter clips it; advice A-LOOP-02 comes first)")
+def loop_unroll_extent(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i, factor in pypto.loop_unroll(0, x.shape[0], 1, name="ROWS", idx_name="i", unroll_list=[4]):
+            tile = pypto.view(x, [4, 64], [i, 0])
+            pypto.assemble(pypto.neg(tile), [i, 0], out)
+    return kernel
+
+
+@probe("C-LOOP-09", inputs=x_out(8, 64), device_garbage="pypto's compile never ends (grows past 6 GB)")
+def loop_zero_step(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(0, 8, 0):
+            out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-LOOP-09", inputs=x_out(8, 64))
+def loop_unroll_zero_factor(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 64)
+        for i, factor in pypto.loop_unroll(0, 8, 1, name="R", idx_name="i", unroll_list=[0, 4]):
+            pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+@probe("A-LOOP-01", inputs=x_out(8, 64))
+def loop_unroll_negative_factor(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        for i, factor in pypto.loop_unroll(0, 8, 1, name="R", idx_name="i", unroll_list=[-2, 4]):
+            pypto.assemble(pypto.exp(pypto.view(x, [4, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+# --- tiles ------------------------------------------------------------------------------------------
+@probe("A-TILE-02", inputs=x_out(8, 24, dtype=torch.bfloat16))
+def tile_unaligned(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 24], pypto.DT_BF16), out: pypto.Tensor([8, 24], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 24)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(4, 3))
+def tile_small_tensor(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([4, 3], pypto.DT_FP32), out: pypto.Tensor([4, 3], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 8)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-TILE-03", inputs=lambda: [rand(64, 512), rand(64, 512), zeros(64, 512)])
+def tile_ub_overflow(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([64, 512], pypto.DT_FP32), y: pypto.Tensor([64, 512], pypto.DT_FP32),
+               out: pypto.Tensor([64, 512], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(64, 512)
+        out[:] = pypto.add(x, y)
+    return kernel
+
+
+@probe("C-TILE-04", inputs=x_out(32, 1024, out_shape=(32, 1)))
+def tile_sum_buffer(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 1024], pypto.DT_FP32), out: pypto.Tensor([32, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 1024)
+        out[:] = pypto.sum(x, -1, keepdim=True)
+    return kernel
+
+
+def _mm_inputs(m=16, k=32, n=16, dtype=torch.bfloat16, out_dtype=torch.float32, batch=()):
+    return lambda: [rand(*batch, m, k, dtype=dtype, seed=1), rand(*batch, k, n, dtype=dtype, seed=2),
+                    zeros(*batch, m, n, dtype=out_dtype)]
+
+
+@probe("C-TILE-05", inputs=_mm_inputs())
+def tile_cube_l1_multiple(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 16], pypto.DT_BF16),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 40], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("C-TILE-05", inputs=_mm_inputs(128, 512, 16, dtype=torch.float32))
+def tile_cube_l0_capacity(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([128, 512], pypto.DT_FP32), b: pypto.Tensor([512, 16], pypto.DT_FP32),
+               out: pypto.Tensor([128, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([128, 128], [512, 512], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("C-TILE-05", inputs=_mm_inputs(dtype=torch.int8, out_dtype=torch.int32))
+def tile_cube_n_alignment(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 16], pypto.DT_INT8),
+               out: pypto.Tensor([16, 16], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_INT32)
+    return kernel
+
+
+@probe("C-TILE-06", inputs=x_out(8, 64))
+def tile_missing_vec(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-TILE-06", inputs=_mm_inputs())
+def tile_missing_cube(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 16], pypto.DT_BF16),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("C-TILE-06", inputs=x_out(16, 64))
+def tile_symbolic_view_shape(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(1):
+            pypto.assemble(pypto.exp(pypto.view(x, [x.shape[0], 64], [0, 0])), [0, 0], out)
+    return kernel
+
+
+@probe("C-TILE-08", inputs=x_out(2, 8, 64))
+def tile_rank_lower(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([2, 8, 64], pypto.DT_FP32), out: pypto.Tensor([2, 8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(2, 8, 64))
+def tile_rank_higher(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([2, 8, 64], pypto.DT_FP32), out: pypto.Tensor([2, 8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 2, 8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+# --- views and assembles ---------------------------------------------------------------------------
+@probe("C-VIEW-01", inputs=x_out(8, 64), outputs=(), device_garbage="reads past the end of the source in GM")
+def view_out_of_bounds(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [4, 0])), [0, 0], out)
+    return kernel
+
+
+@probe("C-VIEW-02", inputs=x_out(8, 64))
+def view_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(pypto.view(x, [64], [0, 0]))
+    return kernel
+
+
+@probe("C-VIEW-03", inputs=x_out(8, 64), device_garbage="valid_shape [8, 64] in a [4, 64] tile: the device "
+       "copies 8 rows into a 4-row UB buffer (pypto's CPU interpreter computes on the valid shape)")
+def view_valid_beyond_shape(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [4, 64], [0, 0], valid_shape=[8, 64])), [0, 0], out)
+        pypto.assemble(pypto.exp(pypto.view(x, [4, 64], [4, 0])), [4, 0], out)
+    return kernel
+
+
+@probe("C-ASSEMBLE-01", inputs=x_out(8, 64), outputs=(), device_garbage="writes past the end of the output in GM")
+def assemble_out_of_bounds(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(x), [4, 0], out)
+    return kernel
+
+
+@probe("C-ASSEMBLE-02", inputs=x_out(8, 64))
+def assemble_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [0, 0])), [0], out)
+    return kernel
+
+
+@probe("C-GRAPH-01", inputs=lambda: [rand(8, 64)], outputs=(0,))
+def graph_view_and_assemble(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        top = pypto.view(x, [4, 64], [0, 0])
+        pypto.assemble(pypto.exp(top), [4, 0], x)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64)], outputs=(0,))
+def inplace_same_region(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        x[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-MEM-01", inputs=x_out(8, 64), outputs=(),
+       device_garbage="a workspace is uninitialised memory on the device")
+def mem_uninitialised(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        acc = pypto.tensor([8, 64], pypto.DT_FP32, "acc")
+        out[:] = pypto.add(acc, x)
+    return kernel
+
+
+@probe("A-OUT-01", inputs=lambda: [rand(8, 64), zeros(8, 64), zeros(8, 64)], outputs=(1, 2))
+def out_never_written(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32),
+               unused: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("A-OUT-01", inputs=x_out(8, 64))
+def out_partly_written(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [4, 64], [0, 0])), [0, 0], out)
+    return kernel
+
+
+# --- op arguments ----------------------------------------------------------------------------------
+@probe("C-API-01", inputs=lambda: [rand(8, 64, dtype=torch.bfloat16), rand(8, 64), zeros(8, 64)])
+def api_mixed_dtypes(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_BF16), y: pypto.Tensor([8, 64], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(x, y)
+    return kernel
+
+
+@probe("C-API-01", inputs=x_out(8, 64, out_dtype=torch.bfloat16))
+def api_assemble_dtype(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [0, 0])), [0, 0], out)
+    return kernel
+
+
+@probe("C-API-07", inputs=lambda: [rand(8, 64, dtype=torch.int32), zeros(8, 64, dtype=torch.int32)])
+def api_shift_int32(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_INT32), out: pypto.Tensor([8, 64], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.bitwise_left_shift(x, 1)
+    return kernel
+
+
+@probe("C-API-02", inputs=lambda: [rand(16, 32, dtype=torch.bfloat16), rand(32, 16, dtype=torch.float16),
+                                   zeros(16, 16)])
+def api_matmul_mixed(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 16], pypto.DT_FP16),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("ok", inputs=_mm_inputs(16, 32, 32, dtype=torch.int8))
+def api_matmul_int8_to_fp32(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("C-API-03", inputs=lambda: [rand(8, 64), rand(4, 64), zeros(8, 64)])
+def api_broadcast_mismatch(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), y: pypto.Tensor([4, 64], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.mul(x, y)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(32, 128), rand(128, seed=3), zeros(32, 128)])
+def api_broadcast_lower_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 128], pypto.DT_FP32), w: pypto.Tensor([128], pypto.DT_FP32),
+               out: pypto.Tensor([32, 128], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.mul(x, w)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(32, 128), rand(32, 1, seed=3), zeros(32, 128)])
+def api_broadcast_column(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 128], pypto.DT_FP32), w: pypto.Tensor([32, 1], pypto.DT_FP32),
+               out: pypto.Tensor([32, 128], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.sub(x, w)
+    return kernel
+
+
+@probe("A-SUM-01", inputs=x_out(8, 64, dtype=torch.bfloat16, out_shape=(8, 1)))
+def api_sum_bf16(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_BF16), out: pypto.Tensor([8, 1], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.sum(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("C-API-06", inputs=x_out(8, 64, out_shape=(8, 32)))
+def api_slice_step(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x[:, ::2])
+    return kernel
+
+
+@probe("C-API-06", inputs=x_out(8, 64, out_shape=(8, 1)))
+def api_reduce_dim_range(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.amax(x, 2, keepdim=True)
+    return kernel
+
+
+@probe("C-API-06", inputs=_mm_inputs(16, 32, 32, batch=()), outputs=())
+def api_matmul_inner(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 32], pypto.DT_BF16),
+               out: pypto.Tensor([16, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 32)
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, pypto.view(b, [16, 32], [0, 0]), pypto.DT_FP32)
+    return kernel
+
+
+# --- matmul forms ------------------------------------------------------------------------------------
+@probe("ok", inputs=_mm_inputs(), atol=1e-5)
+def matmul_2d(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_BF16), b: pypto.Tensor([32, 16], pypto.DT_BF16),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("ok", inputs=_mm_inputs(batch=(2, 2)), atol=1e-5)
+def matmul_4d(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([2, 2, 16, 32], pypto.DT_BF16), b: pypto.Tensor([2, 2, 32, 16], pypto.DT_BF16),
+               out: pypto.Tensor([2, 2, 16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(1, 16, 32, dtype=torch.bfloat16, seed=1), rand(3, 32, 16, dtype=torch.bfloat16, seed=2),
+                             zeros(3, 16, 16)], atol=1e-5)
+def matmul_batch_broadcast(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([1, 16, 32], pypto.DT_BF16), b: pypto.Tensor([3, 32, 16], pypto.DT_BF16),
+               out: pypto.Tensor([3, 16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(16, 32, dtype=torch.float16, seed=1), rand(32, 16, dtype=torch.float16, seed=2),
+                             rand(1, 16, dtype=torch.float16, seed=3), zeros(16, 16, dtype=torch.float16)], atol=1e-2)
+def matmul_bias(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_FP16), b: pypto.Tensor([32, 16], pypto.DT_FP16),
+               bias: pypto.Tensor([1, 16], pypto.DT_FP16), out: pypto.Tensor([16, 16], pypto.DT_FP16)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP16, extend_params={"bias_tensor": bias})
+    return kernel
+
+
+@probe("ok", inputs=_mm_inputs(16, 32, 32, dtype=torch.int8, out_dtype=torch.float16), atol=1e-2)
+def matmul_int8_scale(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_FP16)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP16, extend_params={"scale": 0.5, "relu_type": member(pypto, "ReLuType", "RELU")})
+    return kernel
+
+
+@probe("ok", inputs=_mm_inputs(16, 64, 32, dtype=torch.int8, out_dtype=torch.int32))
+def matmul_int8_exact(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 64], pypto.DT_INT8), b: pypto.Tensor([64, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [64, 64], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_INT32)
+    return kernel
+
+
+# --- the parser's language --------------------------------------------------------------------------
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_while(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        while False:
+            pass
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_return_value(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+        return out
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_bare_return(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+        return
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_for_else(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(1):
+            out[:] = pypto.exp(x)
+        else:
+            pass
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_import(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        import math
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.mul(x, math.pi)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(16, 64))
+def syntax_builtin_min_symbolic(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            rows = min(x.shape[0] - i * 8, 8)
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0], valid_shape=[rows, 64])), [i * 8, 0], out)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_keyword_only(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), *, out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+_OVERFLOW_K = 135168  # 127 * 127 * K > 2**31 - 1 would overflow int32, but pypto wants K < 65535 (ND)
+
+
+@probe("C-API-06", inputs=lambda: [torch.full((16, _OVERFLOW_K), 127, dtype=torch.int8),
+                             torch.full((_OVERFLOW_K, 32), 127, dtype=torch.int8), zeros(16, 32, dtype=torch.int32)])
+def matmul_int8_overflow(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, _OVERFLOW_K], pypto.DT_INT8), b: pypto.Tensor([_OVERFLOW_K, 32], pypto.DT_INT8),
+               out: pypto.Tensor([16, 32], pypto.DT_INT32)):
+        pypto.set_cube_tile_shapes([16, 16], [2048, 8192], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_INT32)
+    return kernel
+
+
+# pypto's CPU interpreter ignores trans_mode (its result is plain fp32); ptogym rounds the inputs to
+# TF32 as the device does, so the two differ by up to ~5e-3 here
+@probe("ok", inputs=lambda: [rand(16, 32, seed=1), rand(32, 16, seed=2), zeros(16, 16)], atol=1e-2)
+def matmul_tf32_round(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_FP32), b: pypto.Tensor([32, 16], pypto.DT_FP32),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32, extend_params={"trans_mode": member(pypto, "TransMode", "CAST_ROUND")})
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(2, 16, 64), rand(16, 1, 64, seed=3), zeros(2, 16, 64)])
+def api_broadcast_3d(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([2, 16, 64], pypto.DT_FP32), w: pypto.Tensor([16, 1, 64], pypto.DT_FP32),
+               out: pypto.Tensor([2, 16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(2, 16, 64)
+        out[:] = pypto.add(x, pypto.reshape(w, [16, 64]))
+    return kernel
+
+
+@probe("C-ARG-01", inputs=lambda: [rand(32, 128, seed=0), zeros(32, 128)])
+def annotation_status_higher_rank(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 128)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-ARG-03", inputs=lambda: [rand(8, 64), rand(16, 64, seed=1), zeros(8, 64)],
+       device_garbage="pypto does not compare the two bindings of ROWS: with the larger tensor first, "
+       "the kernel reads the smaller one past its end")
+def arg_named_dim_mismatch(pypto):
+    rows = pypto.frontend.dynamic("ROWS")
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([rows, 64], pypto.DT_FP32), y: pypto.Tensor([rows, 64], pypto.DT_FP32),
+               out: pypto.Tensor([rows, 64], pypto.DT_FP32)):
+        assert rows is not None  # pypto resolves annotation names among the body's free variables
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            a = pypto.view(x, [8, 64], [i * 8, 0])
+            b = pypto.view(y, [8, 64], [i * 8, 0])
+            pypto.assemble(pypto.add(a, b), [i * 8, 0], out)
+    return kernel
+
+
+@probe("A-MEM-01", inputs=x_out(8, 64), outputs=())
+def mem_partly_written(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        acc = pypto.tensor([8, 64], pypto.DT_FP32, "acc")
+        acc[0:4, :] = x[0:4, :]
+        out[:] = pypto.mul(acc, 2.0)
+    return kernel
+
+
+@probe("A-LOOP-02,A-OUT-01", inputs=x_out(8, 64))
+def loop_unroll_view_narrower(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 64)
+        for i, factor in pypto.loop_unroll(0, 8, 1, name="R", idx_name="i", unroll_list=[4]):
+            pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
+    return kernel
