@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
+import importlib
+import importlib.util
 import multiprocessing
 import os
 import shutil
 import signal
 import sys
 import types
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from . import BackendUnavailable
 from .base import OutputsNotComputed
@@ -89,6 +92,35 @@ def can_run(builder) -> bool:
     return builder.__module__ != "__main__" and "<locals>" not in builder.__qualname__
 
 
+@dataclass(frozen=True)
+class _BuilderRef:
+    """A builder by module name, module file and qualified name: the child imports
+    modules that were loaded from a file under a name of their own (operator packages
+    loaded by path, generated test modules) the same way, from their file."""
+    module: str
+    file: str | None
+    qualname: str
+
+    @classmethod
+    def of(cls, builder) -> "_BuilderRef":
+        code = getattr(builder, "__code__", None)
+        return cls(builder.__module__, code.co_filename if code else None, builder.__qualname__)
+
+    def resolve(self):
+        module = sys.modules.get(self.module)
+        if module is None:
+            try:
+                module = importlib.import_module(self.module)
+            except ImportError:
+                if self.file is None:
+                    raise
+                spec = importlib.util.spec_from_file_location(self.module, self.file)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[self.module] = module
+                spec.loader.exec_module(module)
+        return functools.reduce(getattr, self.qualname.split("."), module)
+
+
 def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dict, compute: bool) -> dict:
     """Run ``backend``'s launch of ``builder`` in its worker; return the report fields.
     Raises what the launch raised in the worker (same type for ptogym's own errors)."""
@@ -108,7 +140,7 @@ def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dic
         _workers[backend.name] = _Worker(backend.name)
     worker = _workers[backend.name]
     try:
-        status, payload = worker.call((builder, static, shared, index, scalars, options))
+        status, payload = worker.call((_BuilderRef.of(builder), static, shared, index, scalars, options))
     except BaseException:
         _workers.pop(backend.name, None)
         raise
@@ -143,7 +175,7 @@ def _serve(connection, backend_name: str) -> None:
             for name, value in options.items():
                 setattr(backend, name, value)
             try:
-                report = backend.launch(builder, static, [shared[i] for i in index], scalars)
+                report = backend.launch(builder.resolve(), static, [shared[i] for i in index], scalars)
                 connection.send(("ok", asdict(report)))
             except Exception as error:
                 connection.send(("error", (type(error).__name__, str(error))))
