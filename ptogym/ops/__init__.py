@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant")
+OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant", "linear")
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,4 @@ from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
 from .rms_norm.op import rms_norm  # noqa: E402
 from .per_token_quant.op import per_token_quant  # noqa: E402
 from .dequant.op import dequant  # noqa: E402
+from .linear.op import linear  # noqa: E402
