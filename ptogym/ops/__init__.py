@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant", "linear")
+OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant", "linear", "rms_norm_linear",
+            "rms_norm_linear_quant")
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,5 @@ from .rms_norm.op import rms_norm  # noqa: E402
 from .per_token_quant.op import per_token_quant  # noqa: E402
 from .dequant.op import dequant  # noqa: E402
 from .linear.op import linear  # noqa: E402
+from .rms_norm_linear.op import rms_norm_linear  # noqa: E402
+from .rms_norm_linear_quant.op import rms_norm_linear_quant  # noqa: E402
