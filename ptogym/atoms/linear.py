@@ -28,12 +28,16 @@ L0C_BYTES = 128 * 1024
 L1_BYTES = 512 * 1024
 
 
-def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int = 256, n_tile: int = 128):
+def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int = 256, n_tile: int = 128,
+                     fixed=None):
     """``set_cube_tile_shapes`` arguments ``([m, m], [k0, k1], [n0, n0])`` for a block of
     ``rows`` activations times a [n, k] weight: m is rows rounded up to 16 (the cube's
     fractal) and capped at 128; k0 = ``k_tile`` (halved until L0A/L0B hold it),
     k1 = 2 * k0 when L1 holds both operands double-buffered, else k0; n0 = ``n_tile``.
-    Every tile is capped at the dimension itself."""
+    Every tile is capped at the dimension itself.  ``fixed`` (three pairs) overrides
+    the rule, e.g. upstream's ``((32, 32), (512, 512), (64, 64))``."""
+    if fixed:
+        return [list(pair) for pair in fixed]
     m = min(128, -(-rows // 16) * 16)
     n0 = min(n_tile, n)
     k0 = min(k_tile, k)

@@ -26,12 +26,12 @@ ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1}
 VARIANTS = {
     # upstream SK-03's recommendation: one unroll value (128) with the tail in 1-row
     # blocks, cube tiles [32, 32] [512, 512] [64, 64] as in the MLA q_a projection
-    "upstream": {"unroll": (128, 1), "cube": ([32, 32], [512, 512], [64, 64])},
+    "upstream": {"unroll": (128, 1), "cube": ((32, 32), (512, 512), (64, 64))},
 }
 
 
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
-          unroll=UNROLL, cube=None):
+          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128):
     """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
     ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
     w_scale [1, n] fp32 (read in int8_w8a8); y [rows, n] of ``out_dtype``.
@@ -43,7 +43,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     vec_rows = vec_tile_rows(n, sizes[0])
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
-        pypto.set_cube_tile_shapes(*(cube or cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype])))
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))
         tile = pypto.view(x, [size, k], [row, 0])
         if quant_mode == "int8_w8a8":
             y = linear_w8a8(pypto, tile, weight, pypto.view(x_scale, [size, 1], [row, 0]), w_scale, out_dt)

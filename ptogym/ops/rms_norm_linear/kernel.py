@@ -31,12 +31,12 @@ MAX_K = MAX_HIDDEN
 VARIANTS = {
     # upstream SK-03: one token unroll value (128, tail in 1-row blocks), cube tiles
     # [32, 32] [512, 512] [64, 64] as in the MLA prolog's q_a projection
-    "upstream": {"unroll": (128, 1), "cube": ([32, 32], [512, 512], [64, 64])},
+    "upstream": {"unroll": (128, 1), "cube": ((32, 32), (512, 512), (64, 64))},
 }
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
-          unroll=UNROLL, cube=None):
+          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128):
     """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
@@ -55,7 +55,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             x_int8, x_scale = per_token_quant(pypto, normed)
         else:
             activations = pypto.cast(normed, dt)
-        pypto.set_cube_tile_shapes(*(cube or cube_tile_shapes(size, k, n, element_bytes)))
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, x_int8, weight, x_scale, w_scale, out_dt)
