@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 
@@ -110,5 +110,5 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=("x_int32", "scale_a", "scale_b"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS},
+    extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes)},
 )

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 
 from . import kernel
 from .golden import linear_golden
 
-PATTERNS = ("AT-09",)
+PATTERNS = ("AT-09", "AT-06")
 
 
 def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> list:
@@ -176,5 +176,6 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops},
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+           "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )

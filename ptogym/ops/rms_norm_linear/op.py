@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.linear.op import flops
@@ -137,5 +137,6 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+           "sim_summary": measure.summarizer(hbm_bytes, flops),
            "chain": ("rms_norm", "linear")},
 )

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.ops import OpSpec
 from ptogym.ops.linear.op import flops
 from ptogym.ops.rms_norm_linear import op as norm_linear
 
 from .golden import rms_norm_linear_quant_golden
 
-PATTERNS = ("AT-11", "AT-03", "AT-05", "AT-06", "AT-09", "SK-05")
+PATTERNS = ("AT-11", "AT-03", "AT-05", "AT-06", "AT-09", "SK-03")
 
 
 def _validate(x, gamma, weight_int8, w_scale, eps, out_dtype):
@@ -83,5 +83,6 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+           "sim_summary": measure.summarizer(hbm_bytes, flops),
            "chain": ("rms_norm", "per_token_quant", "linear")},
 )
