@@ -129,3 +129,19 @@ def moved_bytes(case, outputs: dict) -> int:
     """Bytes read (every input) plus written (``outputs``: name -> (shape, dtype))."""
     read = sum(math.prod(s.shape) * element_size(s.dtype) for s in case.inputs.values())
     return read + sum(math.prod(shape) * element_size(dtype) for shape, dtype in outputs.values())
+
+
+VECTOR_CORES = 48  # DAV_2201 vector cores: one wave of row-block tasks
+
+
+def row_blocks(rows: int, cores: int = VECTOR_CORES, largest: int = 64) -> tuple:
+    """``loop_unroll`` block sizes for a vector kernel over ``rows`` rows: the top size
+    is the power of two that makes about one wave of ``cores`` tasks (capped at
+    ``largest``), then every fourth power below it, down to 1 for the ragged tail.
+    Measured (RMSNorm, cost model): 128 rows x 7168 take 32.5 µs in two 64-row tasks,
+    4.7 µs in 32 4-row tasks; 1024 rows x 1536 take 9.0 µs in 16 64-row tasks and 27.7 µs
+    in 256 4-row tasks.  Each distinct tuple compiles its own kernel (at most 7)."""
+    top = 1
+    while top < largest and top * cores < rows:
+        top *= 2
+    return tuple(sorted({top >> shift for shift in range(0, top.bit_length(), 2)} | {1}, reverse=True))

@@ -10,7 +10,7 @@ RMSNorm tile rule.  No torch here.
 from ptogym.atoms.quant import dequant
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
-UNROLL = (64, 16, 4, 1)
+UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
 MAX_N = MAX_HIDDEN
 
 

@@ -49,7 +49,8 @@ def launch(x_int32, scale_a, scale_b, out_dtype=torch.bfloat16, backend=None) ->
     rows = host.as_rows(x_int32)
     per_token_b = tuple(scale_b.shape) != (1, cols)
     out = torch.empty(x_int32.shape, dtype=out_dtype, device=x_int32.device)
-    static = {"cols": cols, "out_dtype": host.FLOAT_DTYPES[out_dtype], "per_token_b": per_token_b}
+    static = {"cols": cols, "out_dtype": host.FLOAT_DTYPES[out_dtype], "per_token_b": per_token_b,
+              "unroll": host.row_blocks(rows.shape[0])}
     scale_b_rows = scale_b.reshape(-1, 1) if per_token_b else scale_b
     report = host.launch(kernel.build, static, [rows, scale_a.reshape(-1, 1), scale_b_rows, host.as_rows(out)], {},
                          backend, rows.shape[0])

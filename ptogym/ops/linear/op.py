@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import n_tile_for
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 
@@ -89,7 +90,8 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
                host.as_rows(y)]
     dtype = "DT_INT8" if x.dtype == torch.int8 else host.HALF_DTYPES[x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
-              "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
+              "has_bias": bias is not None,
+              "n_tile": n_tile_for(rows.shape[0], n, max(kernel.UNROLL)), **kernel.VARIANTS.get(variant, {})}
     return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
 
 

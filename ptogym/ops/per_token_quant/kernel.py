@@ -14,7 +14,7 @@ from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
-UNROLL = (64, 16, 4, 1)
+UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
 MAX_D = MAX_HIDDEN
 
 

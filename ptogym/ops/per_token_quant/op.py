@@ -50,7 +50,8 @@ def launch(x, backend=None) -> tuple[torch.Tensor, torch.Tensor, LaunchReport]:
     rows = host.as_rows(x)
     x_int8 = torch.empty(x.shape, dtype=torch.int8, device=x.device)
     scale = torch.empty(*x.shape[:-1], 1, dtype=torch.float32, device=x.device)
-    report = host.launch(kernel.build, {"hidden": x.shape[-1], "dtype": host.FLOAT_DTYPES[x.dtype]},
+    report = host.launch(kernel.build, {"hidden": x.shape[-1], "dtype": host.FLOAT_DTYPES[x.dtype],
+                                            "unroll": host.row_blocks(rows.shape[0])},
                          [rows, host.as_rows(x_int8), scale.view(-1, 1)], {}, backend, rows.shape[0])
     return x_int8, scale, report
 

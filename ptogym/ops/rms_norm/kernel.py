@@ -7,7 +7,9 @@ Per row r of the [rows, D] input, in fp32 (``ptogym.atoms.rms_norm``):
 
 Schedule: the rows are one dynamic axis walked by ``loop_unroll`` with static block
 sizes ``unroll`` (largest first; 1 takes any ragged tail), one task per block
-(``sg_set_scope``); the vector tile is (``vec_tile_rows(D)``, D), the rule tuned for
+(``sg_set_scope``).  The operator picks the sizes per launch from the row count
+(``ptogym.atoms.host.row_blocks``: about one wave of 48 tasks; measured in the
+README) - a fixed list is either too coarse for few rows or too fine for many; the vector tile is (``vec_tile_rows(D)``, D), the rule tuned for
 InplaceAddRmsNorm (one fp32 tile within pypto.sum's 64 KB buffer, an fp32 binary op
 within 192 KB of UB).  gamma and bias are cast to fp32 once per block inside the
 task (hoisting them makes a task of its own that starts the clock early).
@@ -19,7 +21,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
-UNROLL = (64, 16, 4, 1)  # block sizes in rows, tuned under the cost model (README)
+UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
 MAX_D = MAX_HIDDEN
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.

@@ -55,7 +55,8 @@ def launch(x, gamma=None, eps=1e-6, bias=None, rsqrt_mode="rsqrt", backend=None,
     unused = x.new_empty(1, hidden)  # the kernel's signature is fixed; it does not read an absent gamma/bias
     weights = [unused if t is None else t.view(1, hidden) for t in (gamma, bias)]
     static = {"hidden": hidden, "dtype": host.FLOAT_DTYPES[x.dtype], "has_gamma": gamma is not None,
-              "has_bias": bias is not None, "rsqrt_mode": rsqrt_mode, **kernel.VARIANTS.get(variant, {})}
+              "has_bias": bias is not None, "rsqrt_mode": rsqrt_mode, "unroll": host.row_blocks(rows.shape[0]),
+              **kernel.VARIANTS.get(variant, {})}
     report = host.launch(kernel.build, static, [rows, *weights, host.as_rows(y), rstd.view(-1, 1)],
                          {"eps": float(eps)}, backend, rows.shape[0])
     return y, rstd, report
