@@ -107,3 +107,23 @@ def test_bad_input_is_rejected(label):
     args, kwargs, error, message = _bad(label)
     with pytest.raises(error, match=message):
         linear(*args, **kwargs)
+
+
+@pytest.mark.parametrize("rows, n, block, tile", [(16, 1024, 128, 64), (1, 1024, 128, 64), (1024, 1024, 128, 128),
+                                                  (1024, 1024, 1024, 128), (16, 4096, 128, 128), (128, 512, 128, 64)])
+def test_n_tile_rule(rows, n, block, tile):
+    from ptogym.atoms.linear import n_tile_for
+
+    assert n_tile_for(rows, n, block) == tile
+
+
+def test_cube_peak_and_rates_from_the_platform_file():
+    pytest.importorskip("pypto")
+    from ptogym.atoms import measure
+    from ptogym.backends._pypto_runtime import platform_model
+
+    model = platform_model()
+    assert measure.cube_peak_tflops(model) == pytest.approx(24 * 16 * 16 * 16 * 2 * 1.8e9 / 1e12)
+    fig = measure.figures(model, 100.0, 200_000_000, flops=10**10)  # 2 GB/ms, 100 TFLOPS
+    assert fig["gbps"] == pytest.approx(2000) and fig["above_ddr"] and fig["tflops"] == pytest.approx(100)
+    assert "cost-model artefact" in measure.summary(fig)

@@ -132,3 +132,11 @@ def test_case_files_use_the_call_rules():
     assert spec.check_case(bad) == [
         "gamma: dtype torch.float16 must equal x's dtype torch.bfloat16", "gamma: shape [255] must be [D] = [256]",
         "eps: must be a finite number > 0, got -1", "rsqrt_mode: 'x' is not one of ['rsqrt', 'sqrt_div']"]
+
+
+@pytest.mark.parametrize("rows, blocks", [(1, (1,)), (48, (1,)), (128, (4, 1)), (231, (8, 2, 1)),
+                                          (1024, (32, 8, 2, 1)), (100000, (64, 16, 4, 1))])
+def test_row_block_rule(rows, blocks):
+    from ptogym.atoms.host import row_blocks
+
+    assert row_blocks(rows) == blocks
