@@ -3,7 +3,7 @@ golden), writing the figures the pattern cards and ``ptogym patterns show`` quot
 
     python benchmarks/bench_atoms.py                       # default + upstream + chain, every op
     python benchmarks/bench_atoms.py --ops linear --levels level1 --sweep
-    python benchmarks/bench_atoms.py --interp              # interpreter / golden at the largest CI level
+    python benchmarks/bench_atoms.py --interp              # interpreter / golden at the largest CI level (1 thread)
 
 For each operator and level: simulated µs of the default kernel and of every
 variant it declares (``kernel.VARIANTS``, upstream's configuration), with
@@ -153,8 +153,12 @@ def main(argv=None):
     parser.add_argument("--sweep", action="store_true", help="also simulate the SWEEPS tuning candidates")
     parser.add_argument("--interp", action="store_true", help="only the interpreter / golden ratios")
     parser.add_argument("--json", default=str(MEASURED), help="merge results into this file")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for --interp (default 1: on a shared machine many small ops "
+                             "otherwise wait on busy intra-op threads, which the few large golden ops do not)")
     args = parser.parse_args(argv)
     if args.interp:
+        torch.set_num_threads(args.threads)
         for op_name in args.ops:
             level, interp_s, golden_s, ratio = interp_ratio(op_name)
             print(f"{op_name:<22} {level:<22} interp {interp_s * 1e3:8.1f} ms  golden {golden_s * 1e3:8.1f} ms  "
