@@ -29,4 +29,10 @@ Stable signatures (other operators and the model kernels build on them):
     AT-09 float form.  x [rows, K], weight [N, K] (b_trans) of one dtype; bias [1, N] fp32.
 ``linear.linear_w8a8(pypto, x_int8, weight_int8, x_scale, w_scale, out_dtype)``
     AT-09 int8 W8A8 form: int32 matmul, then AT-06 with x_scale [rows, 1], w_scale [1, N].
+``linear.cube_tile_shapes(rows, k, n, element_bytes, k_tile=256, n_tile=128, fixed=None)``
+    the ``set_cube_tile_shapes`` arguments for a block of ``rows`` tokens (pure numbers).
+
+Host side (no pypto ops): ``host`` - argument rules, case inputs, the row launch and
+the measured schedule choices (``row_blocks``; ``linear.n_tile_for``) of the atom
+operators; ``measure`` - cube peak / DDR / copy-asymptote figures for the benchmarks.
 """
