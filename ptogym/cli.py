@@ -1,6 +1,6 @@
 """ptogym command line: one sub-command per tool, each defined next to its code.
 
-    ptogym list | run | compare | bench | interp | lint | new | stage | bisect
+    ptogym list | run | compare | bench | interp | lint | new | stage | bisect | patterns
 
 Every command ends with exactly one verdict line on stdout and its exit code:
 
@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "new": "ptogym.workflow.cli",
     "stage": "ptogym.workflow.cli",
     "bisect": "ptogym.workflow.cli",
+    "patterns": "ptogym.patterns.cli",
 }
 # one-line help shown by ``ptogym --help`` without importing every command's module
 SUMMARIES = {
@@ -50,6 +51,7 @@ SUMMARIES = {
     "new": "scaffold an operator package (optionally with staged module files)",
     "stage": "verify the staged module files one by one against the golden",
     "bisect": "find the first kernel op whose result diverges from the golden",
+    "patterns": "the pattern library: list, show and graph the atom and skeleton cards",
 }
 MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", 130: "[INTERRUPTED]"}
 OK_MARKER = "[OK]"

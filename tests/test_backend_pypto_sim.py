@@ -132,7 +132,9 @@ def test_parse_swim(tmp_path):
 
 # ------------------------------------------------------------------ real pypto
 @needs_pypto
-def test_simulates_computes_and_is_deterministic(sim):
+def test_simulates_computes_and_is_deterministic(sim, monkeypatch):
+    for name in [m for m in sys.modules if m == "pypto" or m.startswith("pypto.")]:
+        monkeypatch.delitem(sys.modules, name)  # (imported by earlier tests: lint, API fixtures)
     x, y, out = add_inputs()
     first = sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
     assert first.backend == "pypto-sim"

@@ -138,7 +138,10 @@ def test_inventory_mark_must_sit_on_a_pypto_call(tmp_path):
     assert log.modules[0].file == "kernel.py" and log.modules[0].verdict == FAIL
 
 
-def test_stage_reports_a_crashing_or_malformed_module(tmp_path):
+def test_stage_reports_a_crashing_or_malformed_module(tmp_path, monkeypatch):
+    from ptogym.interp import runtime
+
+    monkeypatch.setattr(runtime.GLOBAL_RUN, "vec_tile", None)  # no tile shape left by an earlier test
     package_dir = _new(tmp_path, "wf_crash", modules=2)
     module12 = package_dir / "wf_crash_module12_impl.py"
     _edit(module12, 'return {"module2_out": boundary.reshape(x.shape)}', "return boundary")

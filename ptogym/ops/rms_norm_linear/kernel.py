@@ -1,0 +1,110 @@
+"""RMSNorm + Linear (pattern AT-10, V -> C) and RMSNorm + Linear + Quant (AT-11,
+V -> C -> V) as one PyPTO kernel.
+
+Per block of token rows (``ptogym.atoms``):
+
+    AT-10:  normed = rms_norm(x, eps, gamma) (fp32)  -> cast to x's dtype
+            y = matmul(normed, weight^T) (fp32 acc)  [+ bias, fp32]  -> x's dtype
+    AT-11:  normed = rms_norm(x, eps, gamma) (fp32)  -> per_token_quant (int8, scale)
+            acc = matmul(x_int8, weight_int8^T) (int32)  -> dequant(acc, scale, w_scale)
+            -> out_dtype
+
+What fusing buys on DAV_2201: its vector and cube cores are separate
+(``cube_vector_combine=split`` in A2A3.ini), so the normed block crosses from the
+vector to the cube cores through GM/L2 inside the kernel too; the gain is the kernel
+boundary - the cube tasks of block i start as soon as block i's rows are normalised
+and overlap the norm of block i+1, where a chain of kernels waits for the whole
+norm (and quant) kernel.  AT-11 quantises the fp32 normed rows directly (no bf16
+rounding in between).
+
+Schedule: ``loop_unroll`` over the token axis in static blocks of ``unroll`` rows
+(1 takes the ragged tail).  Per block the vector stage runs as tasks of
+``norm_task_rows`` rows (``sg_set_scope`` ids alternate so neighbours stay apart;
+vector tile (``vec_tile_rows(K)``, K)) whose results are concatenated for the cube;
+left to the compiler, a 128-row block's norm became dozens of 4-row tasks
+serialised in front of the cube (pypto cost model: 584 tasks, 400 µs for 1024
+tokens at 4096 -> 1024).  Then the cube tiles of ``cube_tile_shapes`` and the
+(``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
+"""
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8
+from ptogym.atoms.quant import per_token_quant
+from ptogym.atoms.rms_norm import rms_norm, to_fp32
+from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+
+# token block sizes: the loop's iterations run one after another under the cost model
+# (each is V then C), so fewer, larger blocks win: 1024 tokens at 4096 -> 1024 take
+# 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one 1024-token block
+UNROLL = (1024, 256, 64, 16, 4, 1)
+MAX_K = MAX_HIDDEN
+NORM_TASK_ROWS = 16  # rows per vector task of the norm stage (measured, README)
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream SK-03: one token unroll value (128, tail in 1-row blocks), cube tiles
+    # [32, 32] [512, 512] [64, 64] as in the MLA prolog's q_a projection
+    "upstream": {"unroll": (128, 1), "cube": ((32, 32), (512, 512), (64, 64)), "norm_task_rows": None},
+}
+
+
+def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
+          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128, norm_task_rows=NORM_TASK_ROWS):
+    """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
+    ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
+    ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
+    y [rows, n] of ``out_dtype`` (default ``dtype``).  The vector stage of a token
+    block runs as tasks of ``norm_task_rows`` rows joined for the cube;
+    ``norm_task_rows=None`` leaves the split to the compiler (upstream's layout)."""
+    dt = getattr(pypto, dtype)
+    w_dt = pypto.DT_INT8 if quant else dt
+    out_dt = getattr(pypto, out_dtype or dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+    norm_rows, out_rows = vec_tile_rows(k, sizes[0]), vec_tile_rows(n, sizes[0])
+    element_bytes = 1 if quant else 2
+
+    def vector_stage(x, gamma, eps, row, size):
+        """Norm (and quant) of rows [row, row + size): (activations, x_scale or None)."""
+        pypto.set_vec_tile_shapes(norm_rows, k)
+        normed, _ = rms_norm(pypto, pypto.view(x, [size, k], [row, 0]), eps, gamma=gamma)
+        return per_token_quant(pypto, normed) if quant else (pypto.cast(normed, dt), None)
+
+    def staged_vector_stage(x, gamma, eps, row, size):
+        """The vector stage in tasks of ``norm_task_rows`` rows (alternating scope ids
+        keep neighbours apart), joined for the cube stage."""
+        parts = []
+        for offset in range(0, size, norm_task_rows):
+            pypto.set_pass_options(sg_set_scope=1 + (offset // norm_task_rows) % 2)
+            parts.append(vector_stage(x, gamma, eps, row + offset, min(norm_task_rows, size - offset)))
+        pypto.set_pass_options(sg_set_scope=-1)
+        if len(parts) == 1:
+            return parts[0]
+        activations = pypto.concat([a for a, _ in parts], 0)
+        return activations, pypto.concat([s for _, s in parts], 0) if quant else None
+
+    def norm_project_block(x, gamma, weight, bias, w_scale, y_out, eps, row, size):
+        if norm_task_rows:
+            activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
+        else:
+            activations, x_scale = vector_stage(x, gamma, eps, row, size)
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))
+        pypto.set_vec_tile_shapes(out_rows, n)
+        if quant:
+            y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
+        else:
+            y = linear(pypto, activations, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
+        pypto.assemble(y, [row, 0], y_out)
+
+    @pypto.frontend.jit()
+    def rms_norm_linear_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, k], dt),
+        gamma: pypto.Tensor([1, k], dt),
+        weight: pypto.Tensor([n, k], w_dt),
+        bias: pypto.Tensor([1, n], dt),
+        w_scale: pypto.Tensor([1, n], pypto.DT_FP32),
+        y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+        eps: float,
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row", unroll_list=sizes):
+            norm_project_block(x, gamma, weight, bias, w_scale, y_out, eps, row, size)
+
+    return rms_norm_linear_kernel
