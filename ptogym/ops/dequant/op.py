@@ -110,6 +110,7 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     input_names=("x_int32", "scale_a", "scale_b"),
+    attr_names=("out_dtype",),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes)},
 )

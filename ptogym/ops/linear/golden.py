@@ -7,10 +7,10 @@ def linear_golden(x, weight, bias=None, x_scale=None, w_scale=None, out_dtype=No
     (fp64 holds every int8 dot product up to K = 2^39) and scaled by x_scale [..., 1] and
     w_scale [N] or [1, N]."""
     if x.dtype == torch.int8:
-        acc = (x.to(torch.float64) @ weight.to(torch.float64).t()).to(compute_dtype)
+        acc = (x.to(torch.float64) @ torch.transpose(weight.to(torch.float64), 0, 1)).to(compute_dtype)
         y = acc * x_scale.to(compute_dtype) * w_scale.to(compute_dtype).reshape(1, -1)
     else:
-        y = x.to(compute_dtype) @ weight.to(compute_dtype).t()
+        y = x.to(compute_dtype) @ torch.transpose(weight.to(compute_dtype), 0, 1)
     if bias is not None:
         y = y + bias.to(compute_dtype)
     return y.to(out_dtype or x.dtype)

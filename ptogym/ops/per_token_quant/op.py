@@ -7,8 +7,9 @@ the dequant scale (x ~ x_int8 * scale).
 Edge rows (see ``ptogym.atoms.quant``): amax is floored at 1e-30, so an all-zero
 row gives zeros and scale 1e-30 / 127 (finite; dequantising gives exact zeros).
 A row with inf or NaN is not supported.  What happens (interpreter, tested): a NaN
-row gives scale NaN and x_int8 all zeros (NaN products; the cast of NaN to an integer
-is 0); an inf row gives scale inf and all zeros (127 / inf = 0, inf * 0 = NaN -> 0).
+row gives scale NaN and x_int8 all -128 (NaN products convert to INT_MIN in int32, as
+pypto converts, then saturate); an inf row gives scale inf, zeros, and -128 where x is
+inf (127 / inf = 0, inf * 0 = NaN).
 On a device the amax of a NaN row depends on the unit's NaN handling.  Callers that
 may see them must check ``torch.isfinite(x)`` first.
 """
@@ -105,6 +106,7 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     input_names=("x",),
+    attr_names=(),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes)},
 )

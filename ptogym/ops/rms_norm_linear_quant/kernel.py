@@ -1,3 +1,4 @@
+# ptogym: noqa OL01 the jit kernel is rms_norm_linear's builder with quant=True (one source for AT-10 and AT-11)
 """RMSNorm + Linear + Quant (pattern AT-11, V -> C -> V): the AT-10 kernel of
 ``ptogym.ops.rms_norm_linear.kernel`` built with ``quant=True`` (its docstring has
 the flow, the numerics and the schedule): fp32 norm, per-token int8 quantisation,
