@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rope")
+OP_NAMES = ("inplace_add_rms_norm", "rope", "cache_scatter")
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,4 @@ def all_ops() -> list[OpSpec]:
 # the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
 from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
 from .rope.op import rope  # noqa: E402
+from .cache_scatter.op import cache_scatter  # noqa: E402
