@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rope", "cache_scatter")
+OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "rope", "cache_scatter")
 
 
 @dataclass(frozen=True)
@@ -58,5 +58,6 @@ def all_ops() -> list[OpSpec]:
 # Public operator functions.  Importing an operator's package binds its name here to
 # the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
 from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
+from .rms_norm.op import rms_norm  # noqa: E402
 from .rope.op import rope  # noqa: E402
 from .cache_scatter.op import cache_scatter  # noqa: E402

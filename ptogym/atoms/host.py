@@ -1,0 +1,131 @@
+"""Host side shared by the atom operators (``ptogym/ops/{rms_norm, per_token_quant,
+dequant, linear, rms_norm_linear, rms_norm_linear_quant}``): the argument rules every
+one of them applies, case inputs, and a launch that flattens leading dims to rows.
+
+Rules are written for anything with ``.shape`` and ``.dtype`` (a caller's tensor or a
+case file's ``TensorSpec``), so calls and case files are checked by the same code;
+each returns ``(exception type, message)`` pairs naming the argument and the rule.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ptogym.backends import get_backend
+from ptogym.backends.base import LaunchReport
+
+FLOAT_DTYPES = {torch.bfloat16: "DT_BF16", torch.float16: "DT_FP16", torch.float32: "DT_FP32"}
+HALF_DTYPES = {torch.bfloat16: "DT_BF16", torch.float16: "DT_FP16"}
+ALIGN_BYTES = 32  # vector tiles and GM rows are 32-byte aligned
+INT32_MAX = 2**31 - 1
+
+Problems = list  # of (exception type, message)
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def dtype_rule(name: str, t, allowed) -> Problems:
+    if t.dtype in allowed:
+        return []
+    return [(TypeError, f"{name}: dtype {t.dtype} unsupported; use one of {list(allowed)}")]
+
+
+def same_dtype_rule(name: str, t, ref_name: str, ref) -> Problems:
+    if t.dtype == ref.dtype:
+        return []
+    return [(TypeError, f"{name}: dtype {t.dtype} must equal {ref_name}'s dtype {ref.dtype}")]
+
+
+def shape_rule(name: str, t, expected: tuple, meaning: str) -> Problems:
+    if tuple(t.shape) == tuple(expected):
+        return []
+    return [(ValueError, f"{name}: shape {list(t.shape)} must be {meaning} = {list(expected)}")]
+
+
+def rows_rule(name: str, t, min_dims: int = 2) -> Problems:
+    """At least ``min_dims`` dims, int32-sized, and a 32-byte aligned last dim."""
+    shape = tuple(t.shape)
+    if len(shape) < min_dims:
+        return [(ValueError, f"{name}: needs at least {min_dims} dims [..., D], got shape {list(shape)}")]
+    problems = []
+    row = shape[-1] * element_size(t.dtype)
+    if row % ALIGN_BYTES or row == 0:
+        problems.append((ValueError, f"{name}: row of {shape[-1]} x {element_size(t.dtype)} B = {row} B must be a "
+                                     f"non-zero multiple of {ALIGN_BYTES} B (tiles are 32-byte aligned)"))
+    if math.prod(shape) > INT32_MAX:
+        problems.append((ValueError, f"{name}: {math.prod(shape)} elements > {INT32_MAX}; PyPTO shapes are int32-sized"))
+    return problems
+
+
+def eps_rule(eps) -> Problems:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
+        return [(ValueError, f"eps: must be a finite number > 0, got {eps!r}")]
+    return []
+
+
+def choice_rule(name: str, value, choices) -> Problems:
+    return [] if value in choices else [(ValueError, f"{name}: {value!r} is not one of {list(choices)}")]
+
+
+def raise_first(problems: Problems) -> None:
+    for error, message in problems[:1]:
+        raise error(message)
+
+
+def check_tensors(device_of: str, **tensors) -> None:
+    """Raise unless every non-None argument is a contiguous torch.Tensor on the device
+    of ``tensors[device_of]``."""
+    for name, t in tensors.items():
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    device = tensors[device_of].device
+    for name, t in tensors.items():
+        if t is None:
+            continue
+        if t.device != device:
+            raise ValueError(f"{name}: device {t.device} must equal {device_of}'s device {device}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name}: must be contiguous (strides {t.stride()})")
+
+
+def as_rows(t: torch.Tensor) -> torch.Tensor:
+    """[..., D] as [rows, D] (a view: the tensors are contiguous)."""
+    return t.reshape(-1, t.shape[-1])
+
+
+def launch(build, static: dict, tensors: list, scalars: dict, backend, rows: int) -> LaunchReport:
+    """Run ``build``'s kernel on ``tensors`` (outputs included) through ``backend``
+    (an instance, a name, or None for $PTOGYM_BACKEND / the interpreter); zero rows
+    launch nothing."""
+    backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
+    if rows == 0:
+        return LaunchReport(backend=backend.name, wall_s=0.0)
+    return backend.launch(build, static, tensors, scalars)
+
+
+def make_inputs(case, generator, device="cpu") -> dict:
+    """Deterministic inputs from the case seed: floats ~ N(0, 1); int8 uniform in
+    [-128, 127]; int32 uniform in +-2^20 (an int8 matmul accumulator's range for K in
+    the thousands); inputs whose name ends in ``scale`` uniform in [1e-3, 2e-2]
+    (positive, the size of real per-token and per-channel scales)."""
+    tensors = {}
+    for name, spec in case.inputs.items():
+        if name.endswith("scale"):
+            values = torch.rand(spec.shape, generator=generator) * 0.019 + 1e-3
+        elif spec.dtype == torch.int8:
+            values = torch.randint(-128, 128, spec.shape, generator=generator, dtype=torch.int32)
+        elif spec.dtype == torch.int32:
+            values = torch.randint(-2**20, 2**20, spec.shape, generator=generator, dtype=torch.int32)
+        else:
+            values = torch.randn(spec.shape, generator=generator, dtype=torch.float32)
+        tensors[name] = values.to(dtype=spec.dtype, device=device)
+    return tensors
+
+
+def moved_bytes(case, outputs: dict) -> int:
+    """Bytes read (every input) plus written (``outputs``: name -> (shape, dtype))."""
+    read = sum(math.prod(s.shape) * element_size(s.dtype) for s in case.inputs.values())
+    return read + sum(math.prod(shape) * element_size(dtype) for shape, dtype in outputs.values())

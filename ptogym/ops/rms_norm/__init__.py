@@ -1,0 +1,1 @@
+"""RMSNorm (AT-03): see op.py."""

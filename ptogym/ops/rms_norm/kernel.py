@@ -1,0 +1,65 @@
+"""RMSNorm (pattern AT-03) as a PyPTO kernel.
+
+Per row r of the [rows, D] input, in fp32 (``ptogym.atoms.rms_norm``):
+
+    rstd[r] = 1 / sqrt(sum(x[r]^2) / D + eps)      rsqrt_mode "rsqrt" | "sqrt_div"
+    y[r]    = x[r] * rstd[r] [* gamma] [+ bias]    cast to x's dtype
+
+Schedule: the rows are one dynamic axis walked by ``loop_unroll`` with static block
+sizes ``unroll`` (largest first; 1 takes any ragged tail), one task per block
+(``sg_set_scope``); the vector tile is (``vec_tile_rows(D)``, D), the rule tuned for
+InplaceAddRmsNorm (one fp32 tile within pypto.sum's 64 KB buffer, an fp32 binary op
+within 192 KB of UB).  gamma and bias are cast to fp32 once per block inside the
+task (hoisting them makes a task of its own that starts the clock early).
+``combine_axis`` broadcasts rstd/gamma inline.  rstd is always written (fp32,
+[rows, 1]: 4 bytes a row, noise next to the row itself).
+
+No torch here: ``build`` receives the ``pypto`` namespace.
+"""
+from ptogym.atoms.rms_norm import rms_norm
+from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+
+UNROLL = (64, 16, 4, 1)  # block sizes in rows, tuned under the cost model (README)
+MAX_D = MAX_HIDDEN
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream's RMSNorm configuration: loop_unroll [64, 16, 4, 2, 1] with 8 tiles
+    # merged to a task (vec_nbuffer_setting) instead of one task per block.
+    "upstream": {"unroll": (64, 16, 4, 2, 1), "one_task_per_block": False},
+}
+
+
+def build(pypto, *, hidden: int, dtype: str, has_gamma: bool, has_bias: bool, rsqrt_mode: str = "rsqrt",
+          unroll=UNROLL, one_task_per_block: bool = True, tile_rows=None):
+    """Kernel(x, gamma, bias, y, rstd, eps): x, y [rows, hidden] of ``dtype``; gamma,
+    bias [1, hidden] of ``dtype`` (read only when has_gamma / has_bias); rstd [rows, 1] fp32."""
+    dt = getattr(pypto, dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+    rows_per_tile = tile_rows or vec_tile_rows(hidden, sizes[0])
+    scope = 1 if one_task_per_block else -1
+
+    def normalise_block(x, gamma, bias, y_out, rstd_out, eps, row, size):
+        """Rows [row, row + size) of x -> y_out, rstd_out."""
+        tile = pypto.view(x, [size, hidden], [row, 0])
+        y, rstd = rms_norm(pypto, tile, eps, gamma=gamma if has_gamma else None,
+                           bias=bias if has_bias else None, rsqrt_mode=rsqrt_mode)
+        pypto.assemble(pypto.cast(y, dt), [row, 0], y_out)
+        pypto.assemble(rstd, [row, 0], rstd_out)
+
+    @pypto.frontend.jit(pass_options={"vec_nbuffer_setting": {-2: 1, -1: 8}})
+    def rms_norm_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        gamma: pypto.Tensor([1, hidden], dt),
+        bias: pypto.Tensor([1, hidden], dt),
+        y_out: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        rstd_out: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
+        eps: float,
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        pypto.set_vec_tile_shapes(rows_per_tile, hidden)
+        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_ROWS", idx_name="row", unroll_list=sizes):
+            pypto.set_pass_options(sg_set_scope=scope)
+            normalise_block(x, gamma, bias, y_out, rstd_out, eps, row, size)
+
+    return rms_norm_kernel
