@@ -19,17 +19,18 @@ result has a last axis of 2 elements, a vector tile narrower than the 32-byte bl
 (C-TILE-02; upstream works around it with three extra transposes).  On the cube, x
 (bf16/fp16) times a matrix holding one +-1 per column accumulates exactly one
 product per output element in fp32: rot(x) is exact, and the vector side keeps
-aligned [rows, heads, R] tiles only.
+aligned [tokens, heads, R] tiles only.
 
-Both helpers set the vector tile shapes they need (``tile`` is the [tokens, heads]
-part of a 3-D tile) and leave them set.
+Like every atom, these emit ops only: the caller sets the vector tile (rank 3, for
+[tokens, heads, R]) and, for "interleave", the cube tiles (``rotation_cube_tiles``).
 """
+LAYOUTS = ("interleave", "half")
 
 
-def rotation_tile_shapes(pypto, rows: int, rope_dim: int) -> None:
-    """Cube tiles for x [rows, R] @ rotation [R, R]: one L0 block along m up to 128 rows."""
+def rotation_cube_tiles(rows: int, rope_dim: int):
+    """Cube tile shapes (m, k, n) for x [rows, R] @ rotation [R, R]: m up to 128 rows."""
     m = min(128, -(-rows // 16) * 16)
-    pypto.set_cube_tile_shapes([m, m], [rope_dim, rope_dim], [rope_dim, rope_dim])
+    return [m, m], [rope_dim, rope_dim], [rope_dim, rope_dim]
 
 
 def rotate(pypto, x, x_fp32, layout: str, rotation=None):
@@ -42,21 +43,14 @@ def rotate(pypto, x, x_fp32, layout: str, rotation=None):
         second = pypto.view(x_fp32, [tokens, heads, half], [0, 0, half])
         return pypto.concat([pypto.mul(second, -1.0), pypto.add(first, 0.0)], -1)
     if layout != "interleave":
-        raise ValueError(f"layout: {layout!r} is not 'half' or 'interleave'")
-    rows = tokens * heads
-    rotation_tile_shapes(pypto, rows, rope_dim)
-    flat = pypto.reshape(x, [rows, rope_dim])
+        raise ValueError(f"layout: {layout!r} is not one of {LAYOUTS}")
+    flat = pypto.reshape(x, [tokens * heads, rope_dim])
     return pypto.reshape(pypto.matmul(flat, rotation, pypto.DT_FP32), [tokens, heads, rope_dim])
 
 
-def apply_rope(pypto, x, cos, sin, layout: str, tile, rotation=None):
+def rope(pypto, x, cos, sin, layout: str, rotation=None):
     """y = x * cos + rot(x) * sin in fp32 for ``x`` [tokens, heads, R] (input dtype) and
-    ``cos``, ``sin`` [tokens, R] (any float dtype); returns y [tokens, heads, R] fp32."""
-    tokens, heads, rope_dim = x.shape
-    pypto.set_vec_tile_shapes(tile[0], rope_dim)
-    cos_fp32 = pypto.reshape(pypto.cast(cos, pypto.DT_FP32), [tokens, 1, rope_dim])
-    sin_fp32 = pypto.reshape(pypto.cast(sin, pypto.DT_FP32), [tokens, 1, rope_dim])
-    pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
+    ``cos``, ``sin`` [tokens, 1, R] fp32 (broadcast over heads); returns y fp32."""
     x_fp32 = pypto.cast(x, pypto.DT_FP32)
     rotated = rotate(pypto, x, x_fp32, layout, rotation)
-    return pypto.add(pypto.mul(x_fp32, cos_fp32), pypto.mul(rotated, sin_fp32))
+    return pypto.add(pypto.mul(x_fp32, cos), pypto.mul(rotated, sin))

@@ -2,7 +2,7 @@
 
     x [T, heads, D], cos/sin [T, R] (R <= D, even), rotation [R, R]  ->  y [T, heads, D]
     y[..., :D-R] = x[..., :D-R]                                   (copied)
-    y[..., D-R:] = x_r * cos + rot(x_r) * sin   in fp32, rounded once   (ptogym.atoms.rope)
+    y[..., D-R:] = x_r * cos + rot(x_r) * sin   in fp32, rounded once   (ptogym.atoms.rope.rope)
 
 Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL`` token counts
 (largest first, then the tail); every step views its tokens, computes and assembles
@@ -11,7 +11,7 @@ binary op: two operands and a result) fits the 192 KB unified buffer.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.rope import apply_rope
+from ptogym.atoms.rope import rope, rotation_cube_tiles
 
 UB_BYTES = 192 * 1024
 FP32_BYTES = 4
@@ -33,6 +33,7 @@ def build(pypto, *, heads: int, head_dim: int, rope_dim: int, dtype: str, layout
     dt = getattr(pypto, dtype)
     nope = head_dim - rope_dim
     has_nope = nope > 0  # pypto's parser takes a bool or symbolic condition, not an int
+    interleave = layout == "interleave"
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
 
     @pypto.frontend.jit()
@@ -50,10 +51,17 @@ def build(pypto, *, heads: int, head_dim: int, rope_dim: int, dtype: str, layout
                 pypto.set_vec_tile_shapes(nope_tile[0], nope_tile[1], nope)
                 kept = pypto.view(x, [count, heads, nope], [token, 0, 0])
                 pypto.assemble(pypto.clone(kept), [token, 0, 0], y)
+            tile = tile_for(count, heads, rope_dim)
+            pypto.set_vec_tile_shapes(tile[0], rope_dim)
+            cos_rows = pypto.cast(pypto.view(cos, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+            sin_rows = pypto.cast(pypto.view(sin, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+            pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
+            if interleave:
+                m, k, n = rotation_cube_tiles(count * heads, rope_dim)
+                pypto.set_cube_tile_shapes(m, k, n)
             part = pypto.view(x, [count, heads, rope_dim], [token, 0, nope])
-            cos_rows = pypto.view(cos, [count, rope_dim], [token, 0])
-            sin_rows = pypto.view(sin, [count, rope_dim], [token, 0])
-            rotated = apply_rope(pypto, part, cos_rows, sin_rows, layout, tile_for(count, heads, rope_dim), rotation)
+            rotated = rope(pypto, part, pypto.reshape(cos_rows, [count, 1, rope_dim]),
+                           pypto.reshape(sin_rows, [count, 1, rope_dim]), layout, rotation)
             pypto.assemble(pypto.cast(rotated, dt), [token, 0, nope], y)
 
     return rope_kernel
