@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "rope", "cache_scatter", "qwen3_pre_attn")
+OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "rope", "cache_scatter", "qwen3_pre_attn", "mla_prolog")
 
 
 @dataclass(frozen=True)
@@ -62,3 +62,4 @@ from .rms_norm.op import rms_norm  # noqa: E402
 from .rope.op import rope  # noqa: E402
 from .cache_scatter.op import cache_scatter  # noqa: E402
 from .qwen3_pre_attn.op import qwen3_pre_attn  # noqa: E402
+from .mla_prolog.op import mla_prolog  # noqa: E402

@@ -1,0 +1,139 @@
+"""DeepSeek-V4 MLA prolog as one PyPTO kernel (SK-04: C -> V -> C -> V, AT-10 twice).
+
+Per block of tokens x [tokens, H] (fp32 inside every norm, results rounded to the input
+dtype at the points upstream rounds them):
+
+    qr = RMSNorm(x @ wq_a) * gamma_cq                      AT-10: cube, then AT-03 (vector)
+    q  = RMSNorm_per_head(qr @ wq_b)  [tokens, heads, D]   AT-10 again, no gamma
+    kv = RMSNorm(x @ wkv) * gamma_ckv                      AT-10 on the kv branch
+    q[..., D-R:], kv[..., D-R:] = interleaved RoPE          AT-04 (ptogym.atoms.rope)
+
+The norms are upstream's variant B (``rsqrt_mode="sqrt_div"``: 1 / sqrt(mean + eps)).
+The weights are K-major as upstream passes them (wq_a [H, q_lora_rank], wq_b
+[q_lora_rank, heads * D], wkv [H, D]), so the matmuls run without b_trans: the
+``ptogym.atoms.linear`` atom is written for torch's [N, K] layout and is not used here.
+The interleaved rotation is one matmul with the constant signed permutation
+``rotation`` [R, R] (exact; see ptogym/atoms/rope.py).
+
+Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
+
+No torch here: ``build`` receives the ``pypto`` namespace.
+"""
+from ptogym.atoms.rms_norm import rms_norm
+from ptogym.atoms.rope import rope, rotation_cube_tiles
+
+UB_BYTES = 192 * 1024
+SUM_BUFFER_BYTES = 64 * 1024
+FP32_BYTES = 4
+WIDEST_OP_TILES = 3
+UNROLL = (16, 4, 1)
+MAX_M = 128
+
+#: Cube tiles per matmul, (k, n) pairs [L0, L1]; m follows the block size.
+CUBE_KN = {"wq_a": ([256, 512], [128, 128]), "wq_b": ([128, 256], [256, 256]), "wkv": ([256, 512], [128, 128])}
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream models/deepseek_v4/mla_prolog_v4_impl.py with its test's eager configuration:
+    # unroll [128, 64, 32, 16, 1], cube m tiles of 32 and its (k, n) tiles per matmul,
+    # stitch_function_max_num 128 (max_workspace_kb dropped: the simulator has no such limit)
+    "upstream": {"unroll": (128, 64, 32, 16, 1), "cube_m": 32,
+                 "cube_kn": {"wq_a": ([512, 512], [64, 64]), "wq_b": ([128, 128], [256, 256]),
+                             "wkv": ([256, 256], [128, 128])},
+                 "runtime_options": {"stitch_function_max_num": 128}},
+}
+
+
+def vec_tile(tokens: int, heads: int, width: int) -> list:
+    """[tokens, heads] of a vector tile over [tokens, heads, width] fp32 data: within
+    pypto.sum's buffer and, for the widest op, the UB."""
+    budget = min(SUM_BUFFER_BYTES // (FP32_BYTES * width), UB_BYTES // (WIDEST_OP_TILES * FP32_BYTES * width))
+    if budget >= heads:
+        return [max(1, min(tokens, budget // heads)), heads]
+    return [1, max(1, budget)]
+
+
+def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int, dtype: str,
+          unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None):
+    """The jit kernel: kernel(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation,
+    q_out, kv_out, qr_out, eps); gammas are [1, n] rows."""
+    dt = getattr(pypto, dtype)
+    nope = head_dim - rope_dim
+    unroll_list = sorted(set(unroll) | {1}, reverse=True)
+    tiles_kn = {**CUBE_KN, **(cube_kn or {})}
+
+    def cube_tiles(stage, tokens):
+        m = cube_m or min(MAX_M, -(-tokens // 16) * 16)
+        k, n = tiles_kn[stage]
+        pypto.set_cube_tile_shapes([m, m], list(k), list(n))
+
+    def rope_rows(part, tokens, width_heads, cos_rows, sin_rows, rotation):
+        """Interleaved RoPE of part [tokens, width_heads, R] (input dtype) -> input dtype."""
+        m, k, n = rotation_cube_tiles(tokens * width_heads, rope_dim)
+        pypto.set_cube_tile_shapes(m, k, n)
+        tile = vec_tile(tokens, width_heads, rope_dim)
+        pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
+        return pypto.cast(rope(pypto, part, cos_rows, sin_rows, "interleave", rotation), dt)
+
+    @pypto.frontend.jit(runtime_options=runtime_options or {})
+    def mla_prolog_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        wq_a: pypto.Tensor([hidden, q_lora_rank], dt),
+        wq_b: pypto.Tensor([q_lora_rank, heads * head_dim], dt),
+        wkv: pypto.Tensor([hidden, head_dim], dt),
+        gamma_cq: pypto.Tensor([1, q_lora_rank], dt),
+        gamma_ckv: pypto.Tensor([1, head_dim], dt),
+        cos: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+        sin: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+        rotation: pypto.Tensor([rope_dim, rope_dim], dt),
+        q_out: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
+        kv_out: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
+        qr_out: pypto.Tensor([pypto.DYNAMIC, q_lora_rank], dt),
+        eps: float,
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        for token, count in pypto.loop_unroll(0, x.shape[0], 1, name="MLA_TOKENS", idx_name="token",
+                                              unroll_list=unroll_list):
+            x_rows = pypto.view(x, [count, hidden], [token, 0])
+            rows_q = vec_tile(count, 1, q_lora_rank)[0]
+            pypto.set_vec_tile_shapes(rows_q, rope_dim)
+            cos_rows = pypto.cast(pypto.view(cos, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+            sin_rows = pypto.cast(pypto.view(sin, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+            cos_rows = pypto.reshape(cos_rows, [count, 1, rope_dim])
+            sin_rows = pypto.reshape(sin_rows, [count, 1, rope_dim])
+
+            # q_a projection + RMSNorm * gamma_cq -> qr
+            pypto.set_semantic_label("wqa-linear")
+            cube_tiles("wq_a", count)
+            q_a = pypto.matmul(x_rows, wq_a, dt)
+            pypto.set_semantic_label("q-rmsnorm")
+            pypto.set_vec_tile_shapes(rows_q, q_lora_rank)
+            qr = pypto.cast(rms_norm(pypto, q_a, eps, gamma=gamma_cq, rsqrt_mode="sqrt_div")[0], dt)
+            pypto.assemble(qr, [token, 0], qr_out)
+
+            # q_b projection + per-head RMSNorm, RoPE on each head's last R elements
+            pypto.set_semantic_label("wqb-linear")
+            cube_tiles("wq_b", count)
+            q_b = pypto.reshape(pypto.matmul(qr, wq_b, dt), [count, heads, head_dim])
+            pypto.set_semantic_label("q-head-rmsnorm-rope")
+            tile = vec_tile(count, heads, head_dim)
+            pypto.set_vec_tile_shapes(tile[0], tile[1], head_dim)
+            q = pypto.cast(rms_norm(pypto, q_b, eps, rsqrt_mode="sqrt_div")[0], dt)
+            pypto.assemble(pypto.clone(pypto.view(q, [count, heads, nope], [0, 0, 0])), [token, 0, 0], q_out)
+            q_rope = rope_rows(pypto.view(q, [count, heads, rope_dim], [0, 0, nope]), count, heads,
+                               cos_rows, sin_rows, rotation)
+            pypto.assemble(q_rope, [token, 0, nope], q_out)
+
+            # kv projection + RMSNorm * gamma_ckv, RoPE on the last R elements
+            pypto.set_semantic_label("wkv-linear")
+            cube_tiles("wkv", count)
+            kv_a = pypto.matmul(x_rows, wkv, dt)
+            pypto.set_semantic_label("kv-rmsnorm-rope")
+            pypto.set_vec_tile_shapes(vec_tile(count, 1, head_dim)[0], head_dim)
+            kv = pypto.cast(rms_norm(pypto, kv_a, eps, gamma=gamma_ckv, rsqrt_mode="sqrt_div")[0], dt)
+            pypto.assemble(pypto.clone(pypto.view(kv, [count, nope], [0, 0])), [token, 0], kv_out)
+            kv_rope = pypto.reshape(pypto.view(kv, [count, rope_dim], [0, nope]), [count, 1, rope_dim])
+            kv_rope = rope_rows(kv_rope, count, 1, cos_rows, sin_rows, rotation)
+            pypto.assemble(pypto.reshape(kv_rope, [count, rope_dim]), [token, nope], kv_out)
+
+    return mla_prolog_kernel
