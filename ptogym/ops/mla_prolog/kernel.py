@@ -29,8 +29,9 @@ WIDEST_OP_TILES = 3
 UNROLL = (16, 4, 1)
 MAX_M = 128
 
-#: Cube tiles per matmul, (k, n) pairs [L0, L1]; m follows the block size.
-CUBE_KN = {"wq_a": ([256, 512], [128, 128]), "wq_b": ([128, 256], [256, 256]), "wkv": ([256, 512], [128, 128])}
+#: Cube tiles per matmul, (k, n) pairs (L0, L1); m follows the block size.  Build kwargs
+#: are tuples (kernels are cached by them, so they must be hashable).
+CUBE_KN = (("wq_a", ((256, 512), (128, 128))), ("wq_b", ((128, 256), (256, 256))), ("wkv", ((256, 512), (128, 128))))
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -38,9 +39,9 @@ VARIANTS = {
     # unroll [128, 64, 32, 16, 1], cube m tiles of 32 and its (k, n) tiles per matmul,
     # stitch_function_max_num 128 (max_workspace_kb dropped: the simulator has no such limit)
     "upstream": {"unroll": (128, 64, 32, 16, 1), "cube_m": 32,
-                 "cube_kn": {"wq_a": ([512, 512], [64, 64]), "wq_b": ([128, 128], [256, 256]),
-                             "wkv": ([256, 256], [128, 128])},
-                 "runtime_options": {"stitch_function_max_num": 128}},
+                 "cube_kn": (("wq_a", ((512, 512), (64, 64))), ("wq_b", ((128, 128), (256, 256))),
+                             ("wkv", ((256, 256), (128, 128)))),
+                 "runtime_options": (("stitch_function_max_num", 128),)},
 }
 
 
@@ -60,7 +61,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
     dt = getattr(pypto, dtype)
     nope = head_dim - rope_dim
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
-    tiles_kn = {**CUBE_KN, **(cube_kn or {})}
+    tiles_kn = {**dict(CUBE_KN), **dict(cube_kn or ())}
 
     def cube_tiles(stage, tokens):
         m = cube_m or min(MAX_M, -(-tokens // 16) * 16)
@@ -75,7 +76,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
         return pypto.cast(rope(pypto, part, cos_rows, sin_rows, "interleave", rotation), dt)
 
-    @pypto.frontend.jit(runtime_options=runtime_options or {})
+    @pypto.frontend.jit(runtime_options=dict(runtime_options or ()))
     def mla_prolog_kernel(
         x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
         wq_a: pypto.Tensor([hidden, q_lora_rank], dt),
