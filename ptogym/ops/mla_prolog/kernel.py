@@ -26,12 +26,17 @@ UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3
-UNROLL = (16, 4, 1)
+UNROLL = (128, 16, 4, 1)
 MAX_M = 128
+L0_ELEMENTS = 64 * 1024 // 2  # L0A/L0B hold 32768 16-bit elements, L0C 32768 fp32
+L1_ELEMENTS = 512 * 1024 // 2
 
-#: Cube tiles per matmul, (k, n) pairs (L0, L1); m follows the block size.  Build kwargs
-#: are tuples (kernels are cached by them, so they must be hashable).
-CUBE_KN = (("wq_a", ((256, 512), (128, 128))), ("wq_b", ((128, 256), (256, 256))), ("wkv", ((256, 512), (128, 128))))
+#: Per matmul: (k0 cap, k1 cap, n0 cap) of the cube tiles (``cube_tiles``).  n0 decides how
+#: many tasks a matmul becomes (N / n0); measured under the cost model at T=1 (V4 shapes):
+#: q_b with n0=256 (128 tasks of 10 us, plus ~3.5 us between tasks on a core) 128.9 us,
+#: n0=512 (64 tasks) 101.9 us, n0=1024 106.6 us; then q_a and kv with n0=64 (16 and 8
+#: tasks instead of 8 and 4): 98.5 us; n0=32: 114.8 us.
+CUBE_CAPS = (("wq_a", (256, 512, 64)), ("wq_b", (256, 256, 512)), ("wkv", (256, 512, 64)))
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -54,6 +59,16 @@ def vec_tile(tokens: int, heads: int, width: int) -> list:
     return [1, max(1, budget)]
 
 
+def cube_tiles(m: int, caps) -> tuple:
+    """Cube tile shapes (m, k, n) for an [m, K] x [K, N] matmul: n0 as large as ``caps``
+    allows within L0C (m x n0 fp32), k0 within L0A/L0B, k1 the cap if L1 holds it."""
+    k0_cap, k1_cap, n_cap = caps
+    n0 = min(n_cap, L0_ELEMENTS // m)
+    k0 = min(k0_cap, L0_ELEMENTS // n0, L0_ELEMENTS // m)
+    k1 = k1_cap if k1_cap % k0 == 0 and (m + n0) * k1_cap <= L1_ELEMENTS else k0
+    return [m, m], [k0, k1], [n0, n0]
+
+
 def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int, dtype: str,
           unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None):
     """The jit kernel: kernel(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation,
@@ -61,12 +76,16 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
     dt = getattr(pypto, dtype)
     nope = head_dim - rope_dim
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
-    tiles_kn = {**dict(CUBE_KN), **dict(cube_kn or ())}
+    caps = dict(CUBE_CAPS)
+    fixed_kn = dict(cube_kn or ())
 
-    def cube_tiles(stage, tokens):
+    def set_cube_tiles(stage, tokens):
         m = cube_m or min(MAX_M, -(-tokens // 16) * 16)
-        k, n = tiles_kn[stage]
-        pypto.set_cube_tile_shapes([m, m], list(k), list(n))
+        if stage in fixed_kn:
+            k, n = fixed_kn[stage]
+            pypto.set_cube_tile_shapes([m, m], list(k), list(n))
+        else:
+            pypto.set_cube_tile_shapes(*cube_tiles(m, caps[stage]))
 
     def rope_rows(part, tokens, width_heads, cos_rows, sin_rows, rotation):
         """Interleaved RoPE of part [tokens, width_heads, R] (input dtype) -> input dtype."""
@@ -105,7 +124,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
 
             # q_a projection + RMSNorm * gamma_cq -> qr
             pypto.set_semantic_label("wqa-linear")
-            cube_tiles("wq_a", count)
+            set_cube_tiles("wq_a", count)
             q_a = pypto.matmul(x_rows, wq_a, dt)
             pypto.set_semantic_label("q-rmsnorm")
             pypto.set_vec_tile_shapes(rows_q, q_lora_rank)
@@ -114,7 +133,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
 
             # q_b projection + per-head RMSNorm, RoPE on each head's last R elements
             pypto.set_semantic_label("wqb-linear")
-            cube_tiles("wq_b", count)
+            set_cube_tiles("wq_b", count)
             q_b = pypto.reshape(pypto.matmul(qr, wq_b, dt), [count, heads, head_dim])
             pypto.set_semantic_label("q-head-rmsnorm-rope")
             tile = vec_tile(count, heads, head_dim)
@@ -127,7 +146,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
 
             # kv projection + RMSNorm * gamma_ckv, RoPE on the last R elements
             pypto.set_semantic_label("wkv-linear")
-            cube_tiles("wkv", count)
+            set_cube_tiles("wkv", count)
             kv_a = pypto.matmul(x_rows, wkv, dt)
             pypto.set_semantic_label("kv-rmsnorm-rope")
             pypto.set_vec_tile_shapes(vec_tile(count, 1, head_dim)[0], head_dim)
