@@ -76,6 +76,9 @@ def _simulate(op_name: str, case_id: str) -> dict:
             "ceiling_us": hbm_bytes / (ceiling_gbps * 1e9) * 1e6, "tasks": report.tasks, "cores": report.cores,
             "artifacts": report.artifacts,
         }
+        summary = spec.extra.get("sim_summary")  # operator-specific figures, e.g. TFLOPS against the cube peak
+        if summary and us:
+            results[variant or "default"]["summary"] = summary(case, us)
     default_us = results["default"]["simulated_us"]
     for variant in results.values():
         variant["default_speedup"] = variant["simulated_us"] / default_us if default_us else None
@@ -91,6 +94,7 @@ def _fmt_row(row: dict) -> str:
                  f"{sim['percent_of_ceiling']:5.1f}% of {sim['ceiling_gbps']:.0f} GB/s  "
                  f"tasks {sim['tasks']}  cores {sim['cores']}"
                  + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else "")
+                 + (f"\n{'':42}{sim['summary']}" if sim.get("summary") else "")
                  + (f"\n{'':31}artifacts kept in {sim['artifacts']}" if sim["artifacts"] else ""))
     return text
 

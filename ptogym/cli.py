@@ -1,6 +1,6 @@
 """``ptogym`` command line: one sub-command per tool, each defined next to its code.
 
-    ptogym list | run | compare | bench | interp
+    ptogym list | run | compare | bench | interp | patterns
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "compare": "ptogym.verify.compare",
     "bench": "ptogym.bench",
     "interp": "ptogym.interp.launcher",
+    "patterns": "ptogym.patterns.cli",
 }
 
 

@@ -20,3 +20,28 @@ def linear_w8a8(pypto, x_int8, weight_int8, x_scale, w_scale, out_dtype):
     """x_int8 [rows, K], weight_int8 [N, K], x_scale [rows, 1] fp32, w_scale [1, N] fp32."""
     acc = pypto.matmul(x_int8, weight_int8, pypto.DT_INT32, b_trans=True)
     return dequant(pypto, acc, x_scale, w_scale, out_dtype)
+
+
+L0A_BYTES = 64 * 1024  # DAV_2201 (910B) cube buffers
+L0B_BYTES = 64 * 1024
+L0C_BYTES = 128 * 1024
+L1_BYTES = 512 * 1024
+
+
+def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int = 256, n_tile: int = 128,
+                     fixed=None):
+    """``set_cube_tile_shapes`` arguments ``([m, m], [k0, k1], [n0, n0])`` for a block of
+    ``rows`` activations times a [n, k] weight: m is rows rounded up to 16 (the cube's
+    fractal) and capped at 128; k0 = ``k_tile`` (halved until L0A/L0B hold it),
+    k1 = 2 * k0 when L1 holds both operands double-buffered, else k0; n0 = ``n_tile``.
+    Every tile is capped at the dimension itself.  ``fixed`` (three pairs) overrides
+    the rule, e.g. upstream's ``((32, 32), (512, 512), (64, 64))``."""
+    if fixed:
+        return [list(pair) for pair in fixed]
+    m = min(128, -(-rows // 16) * 16)
+    n0 = min(n_tile, n)
+    k0 = min(k_tile, k)
+    while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
+        k0 //= 2
+    k1 = 2 * k0 if 2 * k0 <= k and (m + n0) * 2 * k0 * element_bytes <= L1_BYTES else k0
+    return [m, m], [k0, k1], [n0, n0]

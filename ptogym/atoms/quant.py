@@ -15,10 +15,10 @@ An all-zero row has amax = 0 and 127 / 0 = inf, and 0 * inf = NaN: upstream's ca
 divides by zero there.  The floor ``AMAX_FLOOR`` (1e-30, far below any activation
 that carries information; 127 / 1e-30 is finite in fp32) makes such a row quantise to
 zeros with scale 1e-30 / 127 (finite, and dequantising gives exact zeros).  Rows whose
-amax is below the floor quantise to zeros too.  A row holding NaN: the maximum
-ignores or propagates NaN depending on the unit, and the cast of NaN to int is 0 on
-the device; a row holding inf has 127 / inf = 0, so finite elements quantise to 0 and
-inf * 0 = NaN -> 0.  Neither is a supported input; the operators document it.
+amax is below the floor quantise to zeros too.  A row holding NaN gets a NaN
+amax (on the device: as the unit's max treats NaN), so NaN products that cast to 0; a
+row holding inf has 127 / inf = 0, so every element quantises to 0 (inf * 0 = NaN ->
+0) with scale inf.  Neither is a supported input; the operators document it.
 """
 QMAX = 127.0
 AMAX_FLOOR = 1e-30

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
-OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "rope", "cache_scatter", "qwen3_pre_attn", "mla_prolog")
+OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant", "linear", "rms_norm_linear",
+            "rms_norm_linear_quant", "rope", "cache_scatter", "qwen3_pre_attn", "mla_prolog")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ def all_ops() -> list[OpSpec]:
 # the sub-package; re-binding it to the function keeps ``ptogym.ops.<name>(...)`` callable.
 from .inplace_add_rms_norm.op import inplace_add_rms_norm  # noqa: E402
 from .rms_norm.op import rms_norm  # noqa: E402
+from .per_token_quant.op import per_token_quant  # noqa: E402
+from .dequant.op import dequant  # noqa: E402
+from .linear.op import linear  # noqa: E402
+from .rms_norm_linear.op import rms_norm_linear  # noqa: E402
+from .rms_norm_linear_quant.op import rms_norm_linear_quant  # noqa: E402
 from .rope.op import rope  # noqa: E402
 from .cache_scatter.op import cache_scatter  # noqa: E402
 from .qwen3_pre_attn.op import qwen3_pre_attn  # noqa: E402

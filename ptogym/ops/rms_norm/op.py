@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.atoms.rms_norm import RSQRT_MODES
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -130,5 +130,5 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",)},
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes)},
 )

@@ -1,0 +1,181 @@
+"""The atom operators under pypto 0.2.0's cost model (and the interpreter against its
+golden), writing the figures the pattern cards and ``ptogym patterns show`` quote.
+
+    python benchmarks/bench_atoms.py                       # default + upstream + chain, every op
+    python benchmarks/bench_atoms.py --ops linear --levels level1 --sweep
+    python benchmarks/bench_atoms.py --interp              # interpreter / golden at the largest CI level
+
+For each operator and level: simulated µs of the default kernel and of every
+variant it declares (``kernel.VARIANTS``, upstream's configuration), with
+``--sweep`` of the candidate tile/loop configurations in ``SWEEPS``; for a fused
+operator the chain of its atom operators run as separate kernels on the same
+shapes (their µs summed; intermediates go through HBM) and the fused/chain ratio.
+Matmul operators report TFLOPS against the cube peak, all report GB/s against the
+nominal DDR rate and the per-core copy asymptote (``ptogym.atoms.measure``).
+Every simulation runs in a child process of its own (pypto frees compiled kernels
+only at exit).  Run it under ``flock /tmp/ptogym-pypto.lock``: large shapes take
+~30-60 s and GBs each.  Results merge into ``ptogym/patterns/measured.json``.
+"""
+import argparse
+import json
+import math
+import multiprocessing
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ptogym.atoms import measure  # noqa: E402
+from ptogym.ops import get_op  # noqa: E402
+from ptogym.verify.cases import Case, TensorSpec, load_cases  # noqa: E402
+from ptogym.verify.runner import make_case_inputs  # noqa: E402
+
+MEASURED = ROOT / "ptogym" / "patterns" / "measured.json"
+OPS = ("rms_norm", "per_token_quant", "dequant", "linear", "rms_norm_linear", "rms_norm_linear_quant")
+DEFAULT_LEVELS = {
+    "rms_norm": ("level0", "level1", "level3", "mla_kv_norm_t1024", "qwen3_input_norm_t128"),
+    "per_token_quant": ("level0", "level1", "level3", "qwen3_t128"),
+    "dequant": ("level0", "level1", "level3"),
+    "linear": ("mla_q_a_t1", "level1", "mla_kv_t128", "level5", "qwen3_qkv_t16", "qwen3_qkv_t1024"),
+    "rms_norm_linear": ("level4", "level1", "mla_kv_t128", "level5", "qwen3_t16", "qwen3_t1024"),
+    "rms_norm_linear_quant": ("level4", "level1", "mla_kv_t128", "level5", "qwen3_t16"),
+}
+#: tuning candidates (kernel build kwargs) simulated with --sweep
+SWEEPS = {
+    "rms_norm": {"unroll_64_16_4": {"unroll": (64, 16, 4, 1)}, "unroll_16_4": {"unroll": (16, 4, 1)},
+                 "unroll_8": {"unroll": (8, 1)}},
+    "linear": {"n64": {"n_tile": 64}, "n256": {"n_tile": 256}, "k128": {"k_tile": 128},
+               "unroll_16": {"unroll": (16, 1)}, "unroll_64_16": {"unroll": (64, 16, 4, 1)}},
+    "rms_norm_linear": {"n64": {"n_tile": 64}, "unroll_16": {"unroll": (16, 1)},
+                        "unroll_64_16": {"unroll": (64, 16, 4, 1)}},
+}
+
+
+def _simulate(op_name, case, kwargs):
+    """Child process: cost-model µs, tasks and cores of one launch (``kwargs``: build overrides)."""
+    from ptogym.backends import get_backend
+
+    spec = get_op(op_name)
+    sim = get_backend("pypto-sim")
+    sim.max_compute_elements = 0
+    variant = None
+    if kwargs:
+        kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
+        kernel.VARIANTS["_bench"] = kwargs
+        variant = "_bench"
+    inputs = make_case_inputs(spec, case)
+    _, report = spec.run(inputs, case.attrs, sim, variant=variant)
+    return {"us": report.simulated_us, "tasks": report.tasks, "cores": report.cores}
+
+
+def simulate(op_name, case, kwargs=None):
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_simulate, (op_name, case, kwargs))
+
+
+def _chain_cases(op_name, case):
+    """The atom operators' cases a fused operator replaces, on the same shapes."""
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    rows, k, n = math.prod(x.shape[:-1]), x.shape[-1], weight.shape[0]
+    eps = case.attrs.get("eps", 1e-6)
+
+    def make(op, inputs, attrs=None):
+        specs = {name: TensorSpec(tuple(shape), dtype) for name, (shape, dtype) in inputs.items()}
+        return op, Case(op=op, id=f"{case.id}-chain", description="chain", seed=case.seed, inputs=specs,
+                        rtol=1, atol=1, attrs=attrs or {})
+
+    norm = make("rms_norm", {"x": ((rows, k), x.dtype), "gamma": ((k,), x.dtype)}, {"eps": eps})
+    if op_name == "rms_norm_linear":
+        lin = {"x": ((rows, k), x.dtype), "weight": ((n, k), x.dtype)}
+        if "bias" in case.inputs:
+            lin["bias"] = ((n,), x.dtype)
+        return [norm, make("linear", lin)]
+    quant = make("per_token_quant", {"x": ((rows, k), x.dtype)})
+    lin = make("linear", {"x": ((rows, k), torch.int8), "weight": ((n, k), torch.int8),
+                          "x_scale": ((rows, 1), torch.float32), "w_scale": ((n,), torch.float32)},
+               {"quant_mode": "int8_w8a8"})
+    return [norm, quant, lin]
+
+
+def bench_level(op_name, case, model, sweep=False, log=print):
+    spec = get_op(op_name)
+    flops = spec.extra.get("flops")
+    flop_count = flops(case) if flops else None
+
+    def entry(result):
+        return {**result, **measure.figures(model, result["us"], spec.hbm_bytes(case), flop_count)}
+
+    row = {"shapes": case.shape_summary, "default": entry(simulate(op_name, case))}
+    log(f"{op_name} {case.id} [{case.shape_summary}]\n  default   {row['default']['us']:9.1f} us  "
+        f"tasks {row['default']['tasks']}  {measure.summary(row['default'])}")
+    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
+    configs = {name: None for name in getattr(kernel, "VARIANTS", {})}
+    if sweep:
+        configs.update(SWEEPS.get(op_name, {}))
+    for name, kwargs in configs.items():
+        result = entry(simulate(op_name, case, kwargs) if kwargs else _simulate_variant(op_name, case, name))
+        result["default_speedup"] = result["us"] / row["default"]["us"]
+        row[name] = result
+        log(f"  {name:<9} {result['us']:9.1f} us  tasks {result['tasks']}  default is "
+            f"{result['default_speedup']:.2f}x faster")
+    if "chain" in spec.extra:
+        parts = [(op, simulate(op, chain_case)["us"]) for op, chain_case in _chain_cases(op_name, case)]
+        total = sum(us for _, us in parts)
+        row["chain"] = {"parts": dict(parts), "us": total, "fused_speedup": total / row["default"]["us"]}
+        log(f"  chain     {total:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in parts)})  fused is "
+            f"{row['chain']['fused_speedup']:.2f}x faster")
+    return row
+
+
+def _simulate_variant(op_name, case, name):
+    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
+    return simulate(op_name, case, dict(kernel.VARIANTS[name]))
+
+
+def interp_ratio(op_name, repeat=5):
+    """Interpreter / golden wall time at the largest non-slow level."""
+    from ptogym.bench import bench_case
+
+    spec = get_op(op_name)
+    cases = [c for c in load_cases(spec.cases_path, spec) if not c.is_slow]
+    case = max(cases, key=lambda c: sum(math.prod(t.shape) for t in c.inputs.values()))
+    row = bench_case(spec, case, repeat=repeat, simulate=False)
+    return case.id, row["interp_s"], row["golden_s"], row["interp_over_golden"]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", nargs="+", default=list(OPS))
+    parser.add_argument("--levels", nargs="+", help="case ids (default: DEFAULT_LEVELS)")
+    parser.add_argument("--sweep", action="store_true", help="also simulate the SWEEPS tuning candidates")
+    parser.add_argument("--interp", action="store_true", help="only the interpreter / golden ratios")
+    parser.add_argument("--json", default=str(MEASURED), help="merge results into this file")
+    args = parser.parse_args(argv)
+    if args.interp:
+        for op_name in args.ops:
+            level, interp_s, golden_s, ratio = interp_ratio(op_name)
+            print(f"{op_name:<22} {level:<22} interp {interp_s * 1e3:8.1f} ms  golden {golden_s * 1e3:8.1f} ms  "
+                  f"ratio {ratio:.2f}x {'OK' if ratio <= 2 else 'ABOVE 2x'}")
+        return 0
+    from ptogym.backends._pypto_runtime import platform_model
+
+    model = platform_model()
+    print(f"cube peak {measure.cube_peak_tflops(model):.1f} TFLOPS, nominal DDR {model['platform_ddr_gbps']:.0f} GB/s, "
+          f"copy asymptote {model['hbm_gbps']:.0f} GB/s")
+    path = Path(args.json)
+    measured = json.loads(path.read_text()) if path.exists() else {}
+    for op_name in args.ops:
+        spec = get_op(op_name)
+        wanted = args.levels or DEFAULT_LEVELS.get(op_name, ())
+        for case in [c for c in load_cases(spec.cases_path, spec) if c.id in wanted]:
+            measured.setdefault(op_name, {})[case.id] = bench_level(op_name, case, model, args.sweep)
+            path.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

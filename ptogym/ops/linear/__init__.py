@@ -1,0 +1,1 @@
+"""Linear projection (AT-09): see op.py."""

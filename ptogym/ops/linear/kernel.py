@@ -1,0 +1,68 @@
+"""Linear projection (pattern AT-09) as a PyPTO kernel: y = x @ weight^T (+ bias).
+
+Modes (``ptogym.atoms.linear``):
+
+* "none": x [rows, K] and weight [N, K] bf16/fp16, fp32 accumulation, one rounding
+  to out_dtype; with a bias the fp32 product gets bias (fp32) added on the vector
+  unit first.
+* "int8_w8a8": x [rows, K] and weight [N, K] int8, exact int32 accumulation, then
+  AT-06 dequant with x_scale [rows, 1] and w_scale [1, N] (fp32) to out_dtype.
+
+Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks of
+``unroll`` rows (1 takes the ragged tail).  Each block multiplies by the whole
+weight; the cube tiles (``cube_tile_shapes``: m = block rounded to 16, k 256/512,
+n 128) split it into N/128 cube tasks that run on the 24 cube cores.  Vector work
+(bias, dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
+"""
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8
+from ptogym.atoms.rms_norm import to_fp32
+from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
+
+UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (SK-03's candidates and the small ones)
+QUANT_MODES = ("none", "int8_w8a8")
+ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1}
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream SK-03's recommendation: one unroll value (128) with the tail in 1-row
+    # blocks, cube tiles [32, 32] [512, 512] [64, 64] as in the MLA q_a projection
+    "upstream": {"unroll": (128, 1), "cube": ((32, 32), (512, 512), (64, 64))},
+}
+
+
+def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
+          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128):
+    """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
+    ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
+    w_scale [1, n] fp32 (read in int8_w8a8); y [rows, n] of ``out_dtype``.
+    ``cube`` fixes the cube tile shapes instead of ``cube_tile_shapes``."""
+    if quant_mode not in QUANT_MODES:
+        raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
+    in_dt, out_dt = getattr(pypto, dtype), getattr(pypto, out_dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+    vec_rows = vec_tile_rows(n, sizes[0])
+
+    def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))
+        tile = pypto.view(x, [size, k], [row, 0])
+        if quant_mode == "int8_w8a8":
+            y = linear_w8a8(pypto, tile, weight, pypto.view(x_scale, [size, 1], [row, 0]), w_scale, out_dt)
+        else:
+            y = linear(pypto, tile, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
+        pypto.assemble(y, [row, 0], y_out)
+
+    @pypto.frontend.jit()
+    def linear_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
+        weight: pypto.Tensor([n, k], in_dt),
+        bias: pypto.Tensor([1, n], in_dt),
+        x_scale: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
+        w_scale: pypto.Tensor([1, n], pypto.DT_FP32),
+        y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        pypto.set_vec_tile_shapes(vec_rows, n)
+        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row", unroll_list=sizes):
+            project_block(x, weight, bias, x_scale, w_scale, y_out, row, size)
+
+    return linear_kernel

@@ -1,0 +1,181 @@
+"""Public API of the linear projection (AT-09), torch.library and ``SPEC``.
+
+``linear(x, weight, bias=None, *, quant_mode="none", x_scale=None, w_scale=None,
+out_dtype=None)`` returns y = x @ weight^T (+ bias) with weight [N, K] (torch's
+layout, the cube's b_trans):
+
+* ``quant_mode="none"``: x [..., K], weight, bias [N] bf16/fp16 (one dtype); y in
+  out_dtype (default x's dtype; bf16/fp16/fp32).
+* ``quant_mode="int8_w8a8"``: x [..., K] and weight int8, x_scale [..., 1] fp32 (per
+  token, e.g. from ``per_token_quant``), w_scale [N] or [1, N] fp32 (per channel);
+  exact int32 accumulation, y = acc * x_scale * w_scale in out_dtype (default bf16).
+  No bias (add it to the output).
+* ``quant_mode="mxfp8"`` is not implemented (see README: pypto 0.2.0's scaled_mm).
+"""
+from __future__ import annotations
+
+import torch
+
+from ptogym.atoms import host, measure
+from ptogym.backends.base import LaunchReport
+from ptogym.ops import OpSpec
+
+from . import kernel
+from .golden import linear_golden
+
+PATTERNS = ("AT-09", "AT-06")
+
+
+def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> list:
+    if quant_mode not in kernel.QUANT_MODES:
+        return [(ValueError, f"quant_mode: {quant_mode!r} is not one of {list(kernel.QUANT_MODES)}")]
+    quant = quant_mode == "int8_w8a8"
+    allowed = (torch.int8,) if quant else tuple(host.HALF_DTYPES)
+    problems = host.dtype_rule("x", x, allowed) + host.same_dtype_rule("weight", weight, "x", x)
+    if out_dtype is not None and out_dtype not in host.FLOAT_DTYPES:
+        problems.append((TypeError, f"out_dtype: {out_dtype} unsupported; use one of {list(host.FLOAT_DTYPES)}"))
+    if problems:
+        return problems
+    problems += host.rows_rule("x", x)
+    if len(weight.shape) != 2 or (x.shape and weight.shape[-1] != x.shape[-1]):
+        problems.append((ValueError, f"weight: shape {list(weight.shape)} must be [N, K] with K = x's last dim "
+                                     f"{x.shape[-1] if x.shape else '?'}"))
+        return problems
+    n = weight.shape[0]
+    problems += host.rows_rule("weight", weight)
+    out_bytes = host.element_size(out_dtype or (torch.bfloat16 if quant else x.dtype))
+    if n * max(out_bytes, 4) % host.ALIGN_BYTES:  # the fp32/int32 accumulator row and the output row
+        problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
+    if quant:
+        for name, t, shapes in (("x_scale", x_scale, [(*x.shape[:-1], 1)]), ("w_scale", w_scale, [(n,), (1, n)])):
+            if t is None:
+                problems.append((ValueError, f"{name}: required with quant_mode='int8_w8a8'"))
+                continue
+            problems += host.dtype_rule(name, t, (torch.float32,))
+            if tuple(t.shape) not in shapes:
+                problems.append((ValueError, f"{name}: shape {list(t.shape)} must be one of {[list(s) for s in shapes]}"))
+        if bias is not None:
+            problems.append((ValueError, "bias: not supported with quant_mode='int8_w8a8' (add it to the output)"))
+    else:
+        for name, t in (("x_scale", x_scale), ("w_scale", w_scale)):
+            if t is not None:
+                problems.append((ValueError, f"{name}: only with quant_mode='int8_w8a8'"))
+        if bias is not None:
+            problems += host.same_dtype_rule("bias", bias, "x", x) + host.shape_rule("bias", bias, (n,), "[N]")
+    return problems
+
+
+def validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> None:
+    host.check_tensors("x", x=x, weight=weight, bias=bias, x_scale=x_scale, w_scale=w_scale)
+    host.raise_first(rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype))
+
+
+def _default_out_dtype(x, quant_mode, out_dtype):
+    return out_dtype or (torch.bfloat16 if quant_mode == "int8_w8a8" else x.dtype)
+
+
+def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, out_dtype=None, backend=None,
+           variant=None) -> tuple[torch.Tensor, LaunchReport]:
+    validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype)
+    out_dtype = _default_out_dtype(x, quant_mode, out_dtype)
+    n, k = weight.shape
+    rows = host.as_rows(x)
+    y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
+    fp32 = dict(dtype=torch.float32, device=x.device)
+    tensors = [rows, weight,
+               bias.view(1, n) if bias is not None else x.new_empty(1, n),
+               x_scale.reshape(-1, 1) if x_scale is not None else torch.empty(1, 1, **fp32),
+               w_scale.reshape(1, n) if w_scale is not None else torch.empty(1, n, **fp32),
+               host.as_rows(y)]
+    dtype = "DT_INT8" if x.dtype == torch.int8 else host.HALF_DTYPES[x.dtype]
+    static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
+              "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
+    return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
+
+
+@torch.library.custom_op("ptogym::linear", mutates_args=())
+def _linear_op(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, quant_mode: str,
+               x_scale: torch.Tensor | None, w_scale: torch.Tensor | None, out_dtype: torch.dtype | None) -> torch.Tensor:
+    return launch(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype)[0]
+
+
+@_linear_op.register_fake
+def _(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype):
+    return x.new_empty(*x.shape[:-1], weight.shape[0], dtype=_default_out_dtype(x, quant_mode, out_dtype))
+
+
+def linear(x, weight, bias=None, *, quant_mode="none", x_scale=None, w_scale=None, out_dtype=None, backend=None):
+    """y = x @ weight^T (+ bias); see the module docstring for the modes and dtypes."""
+    if not torch.compiler.is_compiling():
+        validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype)
+    if backend is None:
+        return torch.ops.ptogym.linear(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype)
+    return launch(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype, backend)[0]
+
+
+def _args(inputs, attrs):
+    out_dtype = attrs.get("out_dtype")
+    return (inputs["x"], inputs["weight"], inputs.get("bias"), attrs.get("quant_mode", "none"),
+            inputs.get("x_scale"), inputs.get("w_scale"), getattr(torch, out_dtype) if out_dtype else None)
+
+
+def _golden(inputs, attrs):
+    x, weight, bias, quant_mode, x_scale, w_scale, out_dtype = _args(inputs, attrs)
+    return {"y": linear_golden(x, weight, bias, x_scale, w_scale, _default_out_dtype(x, quant_mode, out_dtype))}
+
+
+def _run(inputs, attrs, backend, variant=None):
+    y, report = launch(*_args(inputs, attrs), backend=backend, variant=variant)
+    return {"y": y}, report
+
+
+def make_inputs(case, generator, device="cpu"):
+    """host.make_inputs, with float activations and weights scaled by 1/sqrt(K) so the
+    outputs stay O(1) like a trained layer's."""
+    tensors = host.make_inputs(case, generator, device)
+    k = case.inputs["x"].shape[-1]
+    for name in ("x", "weight"):
+        if tensors[name].is_floating_point():
+            tensors[name] = (tensors[name].float() * k ** -0.25).to(tensors[name].dtype)
+    return tensors
+
+
+def _check_case(case) -> list[str]:
+    names = set(case.inputs)
+    if not {"x", "weight"} <= names <= {"x", "weight", "bias", "x_scale", "w_scale"}:
+        return [f"inputs must be x, weight and optionally bias, x_scale, w_scale; got {sorted(names)}"]
+    try:
+        args = _args(case.inputs, case.attrs)
+    except AttributeError:
+        return [f"out_dtype: unknown dtype {case.attrs.get('out_dtype')!r}"]
+    return [m for _, m in rule_violations(*args)]
+
+
+def hbm_bytes(case) -> int:
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    out_dtype = _default_out_dtype(x, case.attrs.get("quant_mode", "none"),
+                                   getattr(torch, case.attrs["out_dtype"]) if "out_dtype" in case.attrs else None)
+    return host.moved_bytes(case, {"y": ((*x.shape[:-1], weight.shape[0]), out_dtype)})
+
+
+def flops(case) -> int:
+    """2 * rows * K * N multiply-adds of the projection."""
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    rows = 1
+    for d in x.shape[:-1]:
+        rows *= d
+    return 2 * rows * weight.shape[0] * weight.shape[1]
+
+
+SPEC = OpSpec(
+    name="linear",
+    description="linear projection (AT-09): bf16/fp16 b_trans matmul (+bias) or int8 W8A8 with fused dequant",
+    make_inputs=make_inputs,
+    golden=_golden,
+    run=_run,
+    check_case=_check_case,
+    hbm_bytes=hbm_bytes,
+    required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+           "sim_summary": measure.summarizer(hbm_bytes, flops)},
+)

@@ -1,0 +1,1 @@
+"""Per-token int8 quantisation (AT-05): see op.py."""

@@ -1,0 +1,1 @@
+"""RMSNorm + Linear fused (AT-10): see op.py."""

@@ -1,0 +1,1 @@
+"""RMSNorm + Linear + Quant fused (AT-11): see op.py."""
