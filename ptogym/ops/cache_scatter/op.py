@@ -202,4 +202,5 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=("cache", "values", "slot_mapping"),
     required_levels=("level0", "level1"),
+    extra={"patterns": ("AT-16",)},
 )

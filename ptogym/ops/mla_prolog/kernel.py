@@ -19,6 +19,7 @@ Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
+from ptogym.atoms.linear import cube_tile_shapes
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope, rotation_cube_tiles
 
@@ -27,16 +28,15 @@ SUM_BUFFER_BYTES = 64 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3
 UNROLL = (128, 16, 4, 1)
-MAX_M = 128
-L0_ELEMENTS = 64 * 1024 // 2  # L0A/L0B hold 32768 16-bit elements, L0C 32768 fp32
-L1_ELEMENTS = 512 * 1024 // 2
+L0C_FP32 = 128 * 1024 // 4
 
-#: Per matmul: (k0 cap, k1 cap, n0 cap) of the cube tiles (``cube_tiles``).  n0 decides how
-#: many tasks a matmul becomes (N / n0); measured under the cost model at T=1 (V4 shapes):
+#: Per matmul: (k_tile, n_tile cap) for ``ptogym.atoms.linear.cube_tile_shapes``.  n0 decides
+#: how many tasks a matmul becomes (N / n0); measured under the cost model at T=1 (V4 shapes):
 #: q_b with n0=256 (128 tasks of 10 us, plus ~3.5 us between tasks on a core) 128.9 us,
 #: n0=512 (64 tasks) 101.9 us, n0=1024 106.6 us; then q_a and kv with n0=64 (16 and 8
-#: tasks instead of 8 and 4): 98.5 us; n0=32: 114.8 us.
-CUBE_CAPS = (("wq_a", (256, 512, 64)), ("wq_b", (256, 256, 512)), ("wkv", (256, 512, 64)))
+#: tasks instead of 8 and 4): 98.5 us; n0=32: 114.8 us.  n0 is capped so that the
+#: [m, n0] fp32 accumulator fits L0C (n0 = 256 for m = 128).
+CUBE_TILES = (("wq_a", (256, 64)), ("wq_b", (256, 512)), ("wkv", (256, 64)))
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -59,16 +59,6 @@ def vec_tile(tokens: int, heads: int, width: int) -> list:
     return [1, max(1, budget)]
 
 
-def cube_tiles(m: int, caps) -> tuple:
-    """Cube tile shapes (m, k, n) for an [m, K] x [K, N] matmul: n0 as large as ``caps``
-    allows within L0C (m x n0 fp32), k0 within L0A/L0B, k1 the cap if L1 holds it."""
-    k0_cap, k1_cap, n_cap = caps
-    n0 = min(n_cap, L0_ELEMENTS // m)
-    k0 = min(k0_cap, L0_ELEMENTS // n0, L0_ELEMENTS // m)
-    k1 = k1_cap if k1_cap % k0 == 0 and (m + n0) * k1_cap <= L1_ELEMENTS else k0
-    return [m, m], [k0, k1], [n0, n0]
-
-
 def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int, dtype: str,
           unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None):
     """The jit kernel: kernel(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation,
@@ -76,16 +66,21 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
     dt = getattr(pypto, dtype)
     nope = head_dim - rope_dim
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
-    caps = dict(CUBE_CAPS)
+    tiles = dict(CUBE_TILES)
     fixed_kn = dict(cube_kn or ())
+    weight_shape = {"wq_a": (hidden, q_lora_rank), "wq_b": (q_lora_rank, heads * head_dim),
+                    "wkv": (hidden, head_dim)}
 
     def set_cube_tiles(stage, tokens):
-        m = cube_m or min(MAX_M, -(-tokens // 16) * 16)
+        k, n = weight_shape[stage]
         if stage in fixed_kn:
-            k, n = fixed_kn[stage]
-            pypto.set_cube_tile_shapes([m, m], list(k), list(n))
-        else:
-            pypto.set_cube_tile_shapes(*cube_tiles(m, caps[stage]))
+            fixed = ((cube_m, cube_m), *fixed_kn[stage])
+            pypto.set_cube_tile_shapes(*cube_tile_shapes(tokens, k, n, 2, fixed=fixed))
+            return
+        m = min(128, -(-tokens // 16) * 16)
+        k_tile, n_cap = tiles[stage]
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(tokens, k, n, 2, k_tile=k_tile,
+                                                     n_tile=min(n_cap, L0C_FP32 // m)))
 
     def rope_rows(part, tokens, width_heads, cos_rows, sin_rows, rotation):
         """Interleaved RoPE of part [tokens, width_heads, R] (input dtype) -> input dtype."""

@@ -20,7 +20,7 @@ it writes them (as InplaceAddRmsNorm).
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.cache_scatter import scatter_rows
-from ptogym.atoms.linear import linear
+from ptogym.atoms.linear import cube_tile_shapes, linear
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope
 
@@ -29,13 +29,11 @@ SUM_BUFFER_BYTES = 64 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3  # an fp32 binary op: two operands and the result in UB
 UNROLL = (16, 4, 1)
-CUBE_K = (128, 512)
-CUBE_N = (128, 128)
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
-    # upstream pypto-gym qwen3_pre_attn_fused: blocks of 8 tokens, cube m tiles of 8
-    "upstream": {"unroll": (8,), "cube_m_tile": 8},
+    # upstream pypto-gym qwen3_pre_attn_fused: blocks of 8 tokens, cube tiles [8, 8], [128, 512], [128, 128]
+    "upstream": {"unroll": (8,), "cube_fixed": ((8, 8), (128, 512), (128, 128))},
 }
 
 
@@ -46,14 +44,8 @@ def vec_rows(width: int, limit: int) -> int:
     return max(1, min(limit, SUM_BUFFER_BYTES // row_bytes, UB_BYTES // (WIDEST_OP_TILES * row_bytes)))
 
 
-def cube_m(tokens: int, fixed=None) -> list:
-    """The cube's m tile: ``fixed``, else the block rounded up to 16 rows, at most 128."""
-    m = fixed or min(128, -(-tokens // 16) * 16)
-    return [m, m]
-
-
 def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype: str, index_dtype: str,
-          unroll=UNROLL, cube_m_tile=None):
+          unroll=UNROLL, cube_fixed=None):
     """The jit kernel: kernel(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin,
     index, k_cache, v_cache, residual_out, q_out, eps); input_gamma [1, H], index [T, 1], caches
     [slots, kv_heads * head_dim]; the head gammas come repeated per head, [1, heads, head_dim]
@@ -93,7 +85,7 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
 
             # C: QKV projection, one matmul per part of w_qkv
             pypto.set_semantic_label("qkv-linear")
-            pypto.set_cube_tile_shapes(cube_m(count, cube_m_tile), list(CUBE_K), list(CUBE_N))
+            pypto.set_cube_tile_shapes(*cube_tile_shapes(count, hidden, q_width, 2, fixed=cube_fixed))
             q = linear(pypto, normed, pypto.view(w_qkv, [q_width, hidden], [0, 0]), dt)
             k = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width, 0]), dt)
             v = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width + kv_width, 0]), dt)

@@ -241,4 +241,5 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=INPUT_NAMES,
     required_levels=("level0", "level1", "level2"),
+    extra={"patterns": ("SK-03", "SK-05", "AT-04", "AT-16"), "variants": ("upstream",)},
 )

@@ -178,4 +178,5 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=("x", "cos", "sin"),
     required_levels=("level0", "level1"),
+    extra={"patterns": ("AT-04",)},
 )
