@@ -28,7 +28,7 @@ UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3  # an fp32 binary op: two operands and the result in UB
-UNROLL = (16, 4, 1)
+UNROLL = (128, 16, 4, 1)  # a block of 128 streams the weights once for T = 128
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
