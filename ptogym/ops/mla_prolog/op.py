@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -188,7 +188,7 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=INPUT_NAMES,
     required_levels=("level0", "level1", "level2"),
-    extra={"patterns": ("SK-04", "AT-04"), "variants": ("upstream",), "flops": flops,
+    extra={"patterns": ("SK-04", "AT-04"), "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes, flops),
            # upstream's own kernel under the same cost model (µs), measured in issue 11
            "anchors_us": {"level4": 196.7, "level5": 457.9, "level6": 2713.7}},
 )

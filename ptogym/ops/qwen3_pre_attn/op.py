@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ptogym.atoms import host
+from ptogym.atoms import host, measure
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -230,6 +230,12 @@ def hbm_bytes(case) -> int:
     return read + (q + tokens * specs["hidden"].shape[1] + 2 * tokens * kv_row) * element
 
 
+def flops(case) -> int:
+    """Multiply-adds of the QKV projection, x2."""
+    tokens, size = case.inputs["hidden"].shape
+    return 2 * tokens * size * case.inputs["w_qkv"].shape[0]
+
+
 SPEC = OpSpec(
     name="qwen3_pre_attn",
     description="Qwen3 pre-attention: residual add + RMSNorm, QKV projection, per-head q/k RMSNorm, RoPE, "
@@ -241,5 +247,6 @@ SPEC = OpSpec(
     hbm_bytes=hbm_bytes,
     input_names=INPUT_NAMES,
     required_levels=("level0", "level1", "level2"),
-    extra={"patterns": ("SK-03", "SK-05", "AT-04", "AT-16"), "variants": ("upstream",)},
+    extra={"patterns": ("SK-03", "SK-05", "AT-04", "AT-16"), "variants": ("upstream",),
+           "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )
