@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping
 
 OPS_DIR = Path(__file__).parent
 OP_NAMES = ("inplace_add_rms_norm", "rms_norm", "per_token_quant", "dequant", "linear", "rms_norm_linear",
-            "rms_norm_linear_quant", "rope", "cache_scatter", "qwen3_pre_attn", "mla_prolog")
+            "rms_norm_linear_quant", "rope", "cache_scatter", "qwen3_pre_attn", "mla_prolog",
+            "mla_prolog_quant")
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,4 @@ from .rope.op import rope  # noqa: E402
 from .cache_scatter.op import cache_scatter  # noqa: E402
 from .qwen3_pre_attn.op import qwen3_pre_attn  # noqa: E402
 from .mla_prolog.op import mla_prolog  # noqa: E402
+from .mla_prolog_quant.op import mla_prolog_quant  # noqa: E402
