@@ -142,20 +142,26 @@ def _make_inputs(case, generator, device="cpu"):
             .to(case.inputs[name].dtype).to(device) for name, bound in ranges.items()}
 
 
-def _golden(inputs, attrs):
-    return dict(zip(OUTPUT_NAMES, mla_prolog_golden(*[inputs[n] for n in INPUT_NAMES], attrs.get("eps", 1e-6))))
+def case_hooks(input_names, output_names, golden, launch_fn, rules):
+    """The runner's (golden, run, check_case) for an operator whose inputs and outputs are
+    the named tuples ``input_names`` / ``output_names``, with ``eps`` as its attribute."""
+    def run_golden(inputs, attrs):
+        return dict(zip(output_names, golden(*[inputs[n] for n in input_names], attrs.get("eps", 1e-6))))
+
+    def run(inputs, attrs, backend, variant=None):
+        outputs, report = launch_fn(*[inputs[n] for n in input_names], attrs.get("eps", 1e-6), backend, variant)
+        return dict(zip(output_names, outputs)), report
+
+    def check_case(case) -> list[str]:
+        if set(case.inputs) != set(input_names):
+            return [f"inputs must be exactly {', '.join(input_names)}; got {sorted(case.inputs)}"]
+        args = [case.inputs[n] for n in input_names]
+        return [message for _, message in rules(*args, case.attrs.get("eps", 1e-6))]
+
+    return run_golden, run, check_case
 
 
-def _run(inputs, attrs, backend, variant=None):
-    outputs, report = launch(*[inputs[n] for n in INPUT_NAMES], attrs.get("eps", 1e-6), backend, variant)
-    return dict(zip(OUTPUT_NAMES, outputs)), report
-
-
-def _check_case(case) -> list[str]:
-    if set(case.inputs) != set(INPUT_NAMES):
-        return [f"inputs must be exactly {', '.join(INPUT_NAMES)}; got {sorted(case.inputs)}"]
-    args = [case.inputs[n] for n in INPUT_NAMES]
-    return [message for _, message in shape_rule_violations(*args, case.attrs.get("eps", 1e-6))]
+_golden, _run, _check_case = case_hooks(INPUT_NAMES, OUTPUT_NAMES, mla_prolog_golden, launch, shape_rule_violations)
 
 
 def hbm_bytes(case) -> int:

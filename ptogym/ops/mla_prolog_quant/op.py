@@ -17,7 +17,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.mla_prolog import kernel
-from ptogym.ops.mla_prolog.op import dims, flops
+from ptogym.ops.mla_prolog.op import case_hooks, dims, flops
 from ptogym.ops.mla_prolog.op import shape_rule_violations as prolog_rules
 from ptogym.ops.rope.op import rotation_matrix
 
@@ -124,20 +124,8 @@ def _make_inputs(case, generator, device="cpu"):
     return {name: t.to(device) for name, t in tensors.items()}
 
 
-def _golden(inputs, attrs):
-    return dict(zip(OUTPUT_NAMES, mla_prolog_quant_golden(*[inputs[n] for n in INPUT_NAMES], attrs.get("eps", 1e-6))))
-
-
-def _run(inputs, attrs, backend, variant=None):
-    outputs, report = launch(*[inputs[n] for n in INPUT_NAMES], attrs.get("eps", 1e-6), backend, variant)
-    return dict(zip(OUTPUT_NAMES, outputs)), report
-
-
-def _check_case(case) -> list[str]:
-    if set(case.inputs) != set(INPUT_NAMES):
-        return [f"inputs must be exactly {', '.join(INPUT_NAMES)}; got {sorted(case.inputs)}"]
-    args = [case.inputs[n] for n in INPUT_NAMES]
-    return [message for _, message in shape_rule_violations(*args, case.attrs.get("eps", 1e-6))]
+_golden, _run, _check_case = case_hooks(INPUT_NAMES, OUTPUT_NAMES, mla_prolog_quant_golden, launch,
+                                       shape_rule_violations)
 
 
 def hbm_bytes(case) -> int:
