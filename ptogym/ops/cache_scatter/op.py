@@ -89,13 +89,14 @@ def validate(cache, values, slot_mapping) -> None:
             raise ValueError(f"{name}: device {t.device} must equal cache's device {cache.device}")
     if not cache.is_contiguous():
         raise ValueError(f"cache: must be contiguous (strides {cache.stride()}); the op writes in place")
-    if values.numel() and cache.numel() and _overlap(cache, values):
+    if values.numel() and cache.numel() and overlaps(cache, values):
         raise ValueError("values: shares memory with cache; the kernel reads values while it writes cache")
     for message in slot_violations(slot_mapping, cache.shape[0])[:1]:
         raise ValueError(message)
 
 
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the memory spans of a and b intersect."""
     a0, b0 = a.data_ptr(), b.data_ptr()
     return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 

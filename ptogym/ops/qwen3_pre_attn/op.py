@@ -20,7 +20,7 @@ from ptogym.atoms import host, measure
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
-from ptogym.ops.cache_scatter.op import INDEX_DTYPES, make_slot_mapping, slot_violations
+from ptogym.ops.cache_scatter.op import INDEX_DTYPES, make_slot_mapping, overlaps, slot_violations
 
 from . import kernel
 from .golden import qwen3_pre_attn_golden
@@ -102,18 +102,13 @@ def validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, c
     host.check_tensors("hidden", **tensors)
     for first, second in (("residual", "hidden"), ("k_cache", "v_cache"), ("k_cache", "residual"),
                           ("v_cache", "residual")):
-        if tensors[first].numel() and tensors[second].numel() and _overlap(tensors[first], tensors[second]):
+        if tensors[first].numel() and tensors[second].numel() and overlaps(tensors[first], tensors[second]):
             raise ValueError(f"{first}: shares memory with {second}; in-place outputs need their own buffers")
     negative = (slot_mapping < 0).nonzero().flatten()
     if negative.numel():
         raise ValueError(f"slot_mapping: slot {int(slot_mapping[negative[0]])} at token {int(negative[0])} is "
                          "negative; padding tokens are not supported by the fused op (drop them from the batch)")
     host.raise_first([(ValueError, m) for m in slot_violations(slot_mapping, k_cache.shape[0])])
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    a0, b0 = a.data_ptr(), b.data_ptr()
-    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
 
 
 def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin, k_cache, v_cache,
