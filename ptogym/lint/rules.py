@@ -125,14 +125,17 @@ def _unannotated(source):
                 yield arg, f"parameter {arg.arg!r} of jit kernel {jit.name!r} has no annotation"
 
 
-@rule("OL06", "S1", IMPL_STAGES, ("impl",), "no Python builtin min()/max() in kernel code",
+@rule("OL06", "S1", IMPL_STAGES, ("impl",), "no Python builtin min()/max() on runtime values in kernel code",
       "use SymbolicScalar .min()/.max() for scalars or pypto.minimum/pypto.maximum for tensors")
 def _builtin_minmax(source):
-    for function in source.graph_functions:
-        for node in walk_body(function):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max"):
-                yield node, (f"builtin {node.func.id}() in kernel code ({function.name}); "
-                             "symbolic values lose their runtime value")
+    for jit in source.jit_functions:
+        tainted = _tainted_names(source, jit)
+        for function in source.graph(jit):
+            for node in walk_body(function):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("min", "max")
+                        and any(_is_runtime(source, arg, tainted) for arg in node.args)):
+                    yield node, (f"builtin {node.func.id}() on a runtime value in kernel code ({function.name}); "
+                                 "symbolic values lose their runtime value")
 
 
 @rule("OL07", "S0", IMPL_STAGES, ("impl",), "pypto is imported only as `import pypto` (no alias, no from-import)",
@@ -349,13 +352,22 @@ def _tainted_names(source, jit) -> set[str]:
         for function in functions:
             for node in walk_body(function):
                 if isinstance(node, ast.For) and source.pypto_call(node.iter, *LOOP_CALLS):
-                    tainted |= _names_in(node.target)
+                    tainted |= _names_in(_runtime_loop_target(source, node))
                 elif isinstance(node, ast.Assign) and _is_runtime(source, node.value, tainted):
                     tainted |= {n for t in node.targets for n in _names_in(t)}
                 elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     tainted |= _runtime_params(source, node, tainted)
         changed = len(tainted) > before
     return tainted
+
+
+def _runtime_loop_target(source, loop: ast.For) -> ast.AST:
+    """What a pypto loop binds at run time: the index.  ``loop_unroll`` also yields the
+    unroll factor, a Python int fixed while the kernel is built."""
+    target = loop.target
+    if source.pypto_call(loop.iter, "loop_unroll") and isinstance(target, ast.Tuple) and target.elts:
+        return target.elts[0]
+    return target
 
 
 def _runtime_params(source, call, tainted) -> set[str]:
@@ -396,6 +408,8 @@ def _runtime_tiles(source):
 
 def _cube_axes(call):
     for axis, arg in zip("mkn", call.args[:3]):
+        if isinstance(arg, (ast.Name, ast.Call, ast.Starred, ast.Subscript, ast.Attribute)):
+            continue  # computed while the kernel is built: not decidable from the source
         if not isinstance(arg, (ast.List, ast.Tuple)) or len(arg.elts) != 2:
             yield arg, f"set_cube_tile_shapes {axis} axis {ast.unparse(arg)} is not a 2-element [L0, L1]"
             continue

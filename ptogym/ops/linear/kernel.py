@@ -43,7 +43,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     vec_rows = vec_tile_rows(n, sizes[0])
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
-        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))  # ptogym: noqa OL48 build-time tile: size, k, n are builder constants, not runtime values
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))
         tile = pypto.view(x, [size, k], [row, 0])
         if quant_mode == "int8_w8a8":
             y = linear_w8a8(pypto, tile, weight, pypto.view(x_scale, [size, 1], [row, 0]), w_scale, out_dt)

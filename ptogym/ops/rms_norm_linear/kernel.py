@@ -73,7 +73,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
         parts = []
         for offset in range(0, size, norm_task_rows):
             pypto.set_pass_options(sg_set_scope=1 + (offset // norm_task_rows) % 2)
-            parts.append(vector_stage(x, gamma, eps, row + offset, min(norm_task_rows, size - offset)))  # ptogym: noqa OL06 build-time ints: the block ladder is unrolled by the builder
+            parts.append(vector_stage(x, gamma, eps, row + offset, min(norm_task_rows, size - offset)))
         pypto.set_pass_options(sg_set_scope=-1)
         if len(parts) == 1:
             return parts[0]
@@ -85,7 +85,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
         else:
             activations, x_scale = vector_stage(x, gamma, eps, row, size)
-        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))  # ptogym: noqa OL48 build-time tile: size, k, n are builder constants, not runtime values
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)

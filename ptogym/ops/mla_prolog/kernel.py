@@ -1,0 +1,224 @@
+# ptogym: noqa OL01 the jit entry is made by pypto.frontend.jit(...) with the caller's runtime options, not a decorator
+"""DeepSeek-V4 MLA prolog as one PyPTO kernel (SK-04: C -> V -> C -> V, AT-10 twice).
+
+Per block of tokens x [tokens, H] (fp32 inside every norm, results rounded to the input
+dtype at the points upstream rounds them):
+
+    qr = RMSNorm(x @ wq_a) * gamma_cq                      AT-10: cube, then AT-03 (vector)
+    q  = RMSNorm_per_head(qr @ wq_b)  [tokens, heads, D]   AT-10 again, no gamma
+    kv = RMSNorm(x @ wkv) * gamma_ckv                      AT-10 on the kv branch
+    q[..., D-R:], kv[..., D-R:] = interleaved RoPE          AT-04 (ptogym.atoms.rope)
+
+The norms are upstream's variant B (``rsqrt_mode="sqrt_div"``: 1 / sqrt(mean + eps)).
+The weights are K-major as upstream passes them (wq_a [H, q_lora_rank], wq_b
+[q_lora_rank, heads * D], wkv [H, D]), so the matmuls run without b_trans: the
+``ptogym.atoms.linear`` atom is written for torch's [N, K] layout and is not used here.
+The interleaved rotation is one matmul with the constant signed permutation
+``rotation`` [R, R] (exact; see ptogym/atoms/rope.py).
+
+Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
+
+No torch here: ``build`` receives the ``pypto`` namespace.
+"""
+from ptogym.atoms.linear import cube_tile_shapes
+from ptogym.atoms.quant import dequant, per_token_quant
+from ptogym.atoms.rms_norm import rms_norm
+from ptogym.atoms.rope import rope, rotation_cube_tiles
+
+UB_BYTES = 192 * 1024
+SUM_BUFFER_BYTES = 64 * 1024
+FP32_BYTES = 4
+WIDEST_OP_TILES = 3
+# Token blocks: a 64-token block streams the weights twice for T = 128.  With a 128-token
+# block in the list pypto 0.2.0's simulator fails on the small CI shapes (H=256: "Errcode
+# FFFFFF", ParseInput.cpp:378, opSequenceAfterOOO 39 != tileOps 36; the V4 shapes compile),
+# 64 works on both.
+UNROLL = (64, 16, 4, 1)
+L0C_FP32 = 128 * 1024 // 4
+DEQUANT_TILE = 4096  # columns of the [tokens, heads * D] fp32 dequant tile (upstream's (4, 4096))
+
+#: Per matmul: (k_tile, n_tile cap, k1 depth) for ``ptogym.atoms.linear.cube_tile_shapes``,
+#: with k1 widened to ``depth`` k0 blocks where L1 holds them.  n0 decides how many tasks
+#: a matmul becomes (N / n0); measured under the cost model (V4 shapes), T=1: q_b with
+#: n0=256 (128 tasks of 10 us, plus ~3.5 us between tasks on a core) 128.9 us, n0=512
+#: (64 tasks) 101.9 us, n0=1024 106.6 us; then q_a and kv with n0=64 (16 and 8 tasks
+#: instead of 8 and 4): 98.5 us; n0=32: 114.8 us.  T=16: q_b's k1 = 4 k0 (256) 114.9 us,
+#: the shared rule's 2 k0 (128) 132.5 us.  n0 is capped so that the [m, n0] fp32
+#: accumulator fits L0C (n0 = 256 for m = 128).
+CUBE_TILES = (("wq_a", (256, 64, 2)), ("wq_b", (256, 512, 4)), ("wkv", (256, 64, 2)))
+L1_BYTES = 512 * 1024
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream models/deepseek_v4/mla_prolog_v4_impl.py with its test's eager configuration:
+    # unroll [128, 64, 32, 16, 1], cube m tiles of 32 and its (k, n) tiles per matmul,
+    # stitch_function_max_num 128 (max_workspace_kb dropped: the simulator has no such limit)
+    "upstream": {"unroll": (128, 64, 32, 16, 1), "cube_m": 32,
+                 "cube_kn": (("wq_a", ((512, 512), (64, 64))), ("wq_b", ((128, 128), (256, 256))),
+                             ("wkv", ((256, 256), (128, 128)))),
+                 "runtime_options": (("stitch_function_max_num", 128),)},
+}
+
+
+def vec_tile(tokens: int, heads: int, width: int) -> list:
+    """[tokens, heads] of a vector tile over [tokens, heads, width] fp32 data: within
+    pypto.sum's buffer and, for the widest op, the UB."""
+    budget = min(SUM_BUFFER_BYTES // (FP32_BYTES * width), UB_BYTES // (WIDEST_OP_TILES * FP32_BYTES * width))
+    if budget >= heads:
+        return [max(1, min(tokens, budget // heads)), heads]
+    return [1, max(1, budget)]
+
+
+def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int, dtype: str,
+          quant: bool = False, unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None):
+    """The jit kernel: kernel(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation,
+    q_out, kv_out, qr_out, eps); gammas are [1, n] rows.
+
+    quant=True builds the MLAPrologQuant kernel (AT-11 on the q path, see
+    ptogym/ops/mla_prolog_quant): wq_b int8 and its per-channel scale [1, heads * D]
+    fp32 follow rotation, qr_out is int8 and qr_scale_out [T, 1] fp32 follows it;
+    q_a and kv accumulate into fp32 and stay fp32 up to their norms."""
+    dt = getattr(pypto, dtype)
+    acc_dt = pypto.DT_FP32 if quant else dt  # what the q_a / kv projections produce
+    width = heads * head_dim
+    nope = head_dim - rope_dim
+    unroll_list = sorted(set(unroll) | {1}, reverse=True)
+    tiles = dict(CUBE_TILES)
+    fixed_kn = dict(cube_kn or ())
+    weight_shape = {"wq_a": (hidden, q_lora_rank), "wq_b": (q_lora_rank, width), "wkv": (hidden, head_dim)}
+
+    def set_cube_tiles(stage, tokens, element_bytes=2):
+        k, n = weight_shape[stage]
+        if stage in fixed_kn:
+            fixed = ((cube_m, cube_m), *fixed_kn[stage])
+            pypto.set_cube_tile_shapes(*cube_tile_shapes(tokens, k, n, element_bytes, fixed=fixed))
+            return
+        m = min(128, -(-tokens // 16) * 16)
+        k_tile, n_cap, depth = tiles[stage]
+        m_tiles, k_tiles, n_tiles = cube_tile_shapes(tokens, k, n, element_bytes, k_tile=k_tile,
+                                                     n_tile=min(n_cap, L0C_FP32 // m))
+        deep = min(k, depth * k_tiles[0])
+        if deep % k_tiles[0] == 0 and (m + n_tiles[0]) * deep * element_bytes <= L1_BYTES:
+            k_tiles = [k_tiles[0], deep]
+        pypto.set_cube_tile_shapes(m_tiles, k_tiles, n_tiles)
+
+    def rope_rows(part, tokens, width_heads, cos_rows, sin_rows, rotation):
+        """Interleaved RoPE of part [tokens, width_heads, R] (input dtype) -> input dtype."""
+        m, k, n = rotation_cube_tiles(tokens * width_heads, rope_dim)
+        pypto.set_cube_tile_shapes(m, k, n)
+        tile = vec_tile(tokens, width_heads, rope_dim)
+        pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
+        return pypto.cast(rope(pypto, part, cos_rows, sin_rows, "interleave", rotation), dt)
+
+    def q_b_projection(qr_fp32, wq_b, wq_b_scale, qr_out, qr_scale_out, token, count):
+        """qr (fp32 after the norm) -> qr_out (and qr_scale_out) and the q_b projection."""
+        if not quant:
+            qr = pypto.cast(qr_fp32, dt)
+            pypto.assemble(qr, [token, 0], qr_out)
+            pypto.set_semantic_label("wqb-linear")
+            set_cube_tiles("wq_b", count)
+            return pypto.matmul(qr, wq_b, dt)
+        qr_int8, qr_scale = per_token_quant(pypto, qr_fp32)  # AT-05
+        pypto.assemble(qr_int8, [token, 0], qr_out)
+        pypto.assemble(qr_scale, [token, 0], qr_scale_out)
+        pypto.set_semantic_label("wqb-linear-int8")
+        set_cube_tiles("wq_b", count, element_bytes=1)
+        acc = pypto.matmul(qr_int8, wq_b, pypto.DT_INT32)
+        columns = min(width, DEQUANT_TILE)
+        pypto.set_vec_tile_shapes(vec_tile(count, 1, columns)[0], columns)
+        return dequant(pypto, acc, qr_scale, wq_b_scale, pypto.DT_FP32)  # AT-06, fp32 into the head norm
+
+    def prolog_block(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation, wq_b_scale,
+                     q_out, kv_out, qr_out, qr_scale_out, eps, token, count):
+        """One block of ``count`` tokens from ``token`` (module docstring)."""
+        x_rows = pypto.view(x, [count, hidden], [token, 0])
+        rows_q = vec_tile(count, 1, q_lora_rank)[0]
+        pypto.set_vec_tile_shapes(rows_q, rope_dim)
+        cos_rows = pypto.cast(pypto.view(cos, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+        sin_rows = pypto.cast(pypto.view(sin, [count, rope_dim], [token, 0]), pypto.DT_FP32)
+        cos_rows = pypto.reshape(cos_rows, [count, 1, rope_dim])
+        sin_rows = pypto.reshape(sin_rows, [count, 1, rope_dim])
+
+        # q_a projection + RMSNorm * gamma_cq -> qr
+        pypto.set_semantic_label("wqa-linear")
+        set_cube_tiles("wq_a", count)
+        q_a = pypto.matmul(x_rows, wq_a, acc_dt)
+        pypto.set_semantic_label("q-rmsnorm")
+        pypto.set_vec_tile_shapes(rows_q, q_lora_rank)
+        qr_fp32 = rms_norm(pypto, q_a, eps, gamma=gamma_cq, rsqrt_mode="sqrt_div")[0]
+        q_b = q_b_projection(qr_fp32, wq_b, wq_b_scale, qr_out, qr_scale_out, token, count)
+
+        # per-head RMSNorm, RoPE on each head's last R elements
+        q_b = pypto.reshape(q_b, [count, heads, head_dim])
+        pypto.set_semantic_label("q-head-rmsnorm-rope")
+        tile = vec_tile(count, heads, head_dim)
+        pypto.set_vec_tile_shapes(tile[0], tile[1], head_dim)
+        q = pypto.cast(rms_norm(pypto, q_b, eps, rsqrt_mode="sqrt_div")[0], dt)
+        pypto.assemble(pypto.clone(pypto.view(q, [count, heads, nope], [0, 0, 0])), [token, 0, 0], q_out)
+        q_rope = rope_rows(pypto.view(q, [count, heads, rope_dim], [0, 0, nope]), count, heads,
+                           cos_rows, sin_rows, rotation)
+        pypto.assemble(q_rope, [token, 0, nope], q_out)
+
+        # kv projection + RMSNorm * gamma_ckv, RoPE on the last R elements
+        pypto.set_semantic_label("wkv-linear")
+        set_cube_tiles("wkv", count)
+        kv_a = pypto.matmul(x_rows, wkv, acc_dt)
+        pypto.set_semantic_label("kv-rmsnorm-rope")
+        pypto.set_vec_tile_shapes(vec_tile(count, 1, head_dim)[0], head_dim)
+        kv = pypto.cast(rms_norm(pypto, kv_a, eps, gamma=gamma_ckv, rsqrt_mode="sqrt_div")[0], dt)
+        pypto.assemble(pypto.clone(pypto.view(kv, [count, nope], [0, 0])), [token, 0], kv_out)
+        kv_rope = pypto.reshape(pypto.view(kv, [count, rope_dim], [0, nope]), [count, 1, rope_dim])
+        kv_rope = rope_rows(kv_rope, count, 1, cos_rows, sin_rows, rotation)
+        pypto.assemble(pypto.reshape(kv_rope, [count, rope_dim]), [token, nope], kv_out)
+
+    jit = pypto.frontend.jit(runtime_options=dict(runtime_options or ()))
+    if quant:
+        @jit
+        def mla_prolog_quant_kernel(
+            x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+            wq_a: pypto.Tensor([hidden, q_lora_rank], dt),
+            wq_b: pypto.Tensor([q_lora_rank, width], pypto.DT_INT8),
+            wkv: pypto.Tensor([hidden, head_dim], dt),
+            gamma_cq: pypto.Tensor([1, q_lora_rank], dt),
+            gamma_ckv: pypto.Tensor([1, head_dim], dt),
+            cos: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+            sin: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+            rotation: pypto.Tensor([rope_dim, rope_dim], dt),
+            wq_b_scale: pypto.Tensor([1, width], pypto.DT_FP32),
+            q_out: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
+            kv_out: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
+            qr_out: pypto.Tensor([pypto.DYNAMIC, q_lora_rank], pypto.DT_INT8),
+            qr_scale_out: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
+            eps: float,
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            for token, count in pypto.loop_unroll(0, x.shape[0], 1, name="MLA_TOKENS", idx_name="token",
+                                                  unroll_list=unroll_list):
+                prolog_block(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation, wq_b_scale,
+                             q_out, kv_out, qr_out, qr_scale_out, eps, token, count)
+
+        return mla_prolog_quant_kernel
+
+    @jit
+    def mla_prolog_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        wq_a: pypto.Tensor([hidden, q_lora_rank], dt),
+        wq_b: pypto.Tensor([q_lora_rank, width], dt),
+        wkv: pypto.Tensor([hidden, head_dim], dt),
+        gamma_cq: pypto.Tensor([1, q_lora_rank], dt),
+        gamma_ckv: pypto.Tensor([1, head_dim], dt),
+        cos: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+        sin: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
+        rotation: pypto.Tensor([rope_dim, rope_dim], dt),
+        q_out: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
+        kv_out: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
+        qr_out: pypto.Tensor([pypto.DYNAMIC, q_lora_rank], dt),
+        eps: float,
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        for token, count in pypto.loop_unroll(0, x.shape[0], 1, name="MLA_TOKENS", idx_name="token",
+                                              unroll_list=unroll_list):
+            prolog_block(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation, None,
+                         q_out, kv_out, qr_out, None, eps, token, count)
+
+    return mla_prolog_kernel
