@@ -1,6 +1,7 @@
 """Helpers shared by the command-line tests."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from typing import Callable
@@ -11,7 +12,10 @@ def assert_stops_on_signal(command: list[str], env: dict, signum: int, ready: Ca
     """Start *command*, wait for its first progress line ``[1/...`` and for *ready()*
     (60 s at most), send *signum*; assert that it ends within 2 s with [INTERRUPTED],
     exit 130 and no traceback.  Returns its stdout."""
-    proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # a background shell starts jobs with SIGINT ignored, and Python then keeps ignoring
+    # it: give the command the default disposition a terminal would
+    proc = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().startswith("[1/")  # a case is running
         deadline = time.monotonic() + 60
