@@ -272,9 +272,17 @@ def _op_level0_params():
     return list(OP_NAMES)
 
 
+@pytest.fixture
+def fresh_worker():
+    """pypto keeps every kernel it compiled until its process ends: one worker per
+    operator keeps the suite's memory bounded (<= 4 GB with g++ running beside it)."""
+    yield
+    stop_workers()
+
+
 @needs_pypto
 @pytest.mark.parametrize("op_name", _op_level0_params())
-def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim):
+def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim, fresh_worker):
     """CI proof that each operator's kernel source is real PyPTO: its level0 case
     compiles and simulates under pypto-sim, and where pypto's interpreter computed
     numbers they match ptogym's own interpreter within the case tolerance."""
