@@ -853,3 +853,13 @@ def concat_tail_concat_axis(pypto):
         bottom = pypto.view(x, [4, 16], [8, 0], valid_shape=[3, 16])
         pypto.assemble(pypto.concat([top, bottom], 0), [0, 0], out)
     return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), rand(8, 64, seed=1) - 1, rand(64, seed=2) + 1, zeros(8, 64)])
+def clip_tensor_bounds(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), low: pypto.Tensor([8, 64], pypto.DT_FP32),
+               high: pypto.Tensor([64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.clip(x, low, high)
+    return kernel
