@@ -829,3 +829,37 @@ def loop_unroll_view_narrower(pypto):
         for i, factor in pypto.loop_unroll(0, 8, 1, name="R", idx_name="i", unroll_list=[4]):
             pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
     return kernel
+
+
+# --- concat of tail tiles (valid_shape smaller than the tile) --------------------------------------
+# pypto copies each input's valid data to its full tile's place; the rest of out stays unwritten
+@probe("A-OUT-01", inputs=x_out(16, 16, out_shape=(12, 16)))
+def concat_tail_other_axis(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 16], pypto.DT_FP32), out: pypto.Tensor([12, 16], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 16)
+        top = pypto.view(x, [8, 16], [0, 0], valid_shape=[8, 6])
+        bottom = pypto.view(x, [4, 16], [8, 0], valid_shape=[4, 3])
+        pypto.assemble(pypto.concat([top, bottom], 0), [0, 0], out)
+    return kernel
+
+
+@probe("A-OUT-01", inputs=x_out(16, 16, out_shape=(12, 16)))
+def concat_tail_concat_axis(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 16], pypto.DT_FP32), out: pypto.Tensor([12, 16], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 16)
+        top = pypto.view(x, [8, 16], [0, 0], valid_shape=[5, 16])
+        bottom = pypto.view(x, [4, 16], [8, 0], valid_shape=[3, 16])
+        pypto.assemble(pypto.concat([top, bottom], 0), [0, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), rand(8, 64, seed=1) - 1, rand(64, seed=2) + 1, zeros(8, 64)])
+def clip_tensor_bounds(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), low: pypto.Tensor([8, 64], pypto.DT_FP32),
+               high: pypto.Tensor([64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.clip(x, low, high)
+    return kernel

@@ -213,6 +213,11 @@ def test_round_decimals_clip_softmax(dtype):
     assert_same(run_op(lambda t: pypto.clip(t, -1.5, 2.25), [x], ref), ref)
     ref = torch.clamp(x, min=0.5)
     assert_same(run_op(lambda t: pypto.clip(t, min=0.5), [x], ref), ref)
+    lo, hi = rand(dtype, seed=22, low=-3, high=0), rand(dtype, (64,), seed=23, low=0, high=3)
+    ref = torch.clamp(x, lo, hi)  # tensor bounds, the upper one broadcast from a lower rank
+    assert_same(run_op(lambda t, a, b: pypto.clip(t, a, b), [x, lo, hi], ref), ref)
+    ref = torch.clamp(x, max=hi)
+    assert_same(run_op(lambda t, b: pypto.clip(t, max=b), [x, hi], ref), ref)
     xf = x.float()  # pypto's composition (operator.py), bitwise equal to pypto on published examples
     e = torch.exp(xf - xf.amax(-1, keepdim=True))
     ref = (e / e.sum(-1, keepdim=True)).to(dtype)

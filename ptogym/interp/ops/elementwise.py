@@ -45,13 +45,11 @@ def pow(input, other):
 
 
 def maximum(input, other):
-    return _binary("maximum", lambda a, b: torch.maximum(a, torch.as_tensor(b, dtype=a.dtype, device=a.device)),
-                   input, other)
+    return _binary("maximum", _bound(torch.maximum), input, other)
 
 
 def minimum(input, other):
-    return _binary("minimum", lambda a, b: torch.minimum(a, torch.as_tensor(b, dtype=a.dtype, device=a.device)),
-                   input, other)
+    return _binary("minimum", _bound(torch.minimum), input, other)
 
 
 def fmod(input, other):
@@ -114,7 +112,17 @@ def round(input, decimals: int = 0):
 
 
 def clip(input, min=None, max=None):
-    return _unary("clip", lambda d: torch.clamp(d, _scalar(min), _scalar(max)), input)
+    """``pypto.clip``: bounds are numbers or tensors that broadcast against input (pypto
+    0.2.0 passes tensor bounds to its Clip op, numpy-style broadcasting as binary ops)."""
+    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        return _unary("clip", lambda d: torch.clamp(d, _scalar(min), _scalar(max)), input)
+    # max/min are exact, so the two-step form equals one clamp(x, lo, hi)
+    result = input if min is None else _binary("clip", _bound(torch.maximum), input, min)
+    return result if max is None else _binary("clip", _bound(torch.minimum), result, max)
+
+
+def _bound(fn):
+    return lambda a, b: fn(a, torch.as_tensor(b, dtype=a.dtype, device=a.device))
 
 
 def where(condition: Tensor, input, other) -> Tensor:

@@ -21,15 +21,29 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 def concat(tensors: list, dim: int = 0) -> Tensor:
+    """``pypto.concat``.  Each input lands at its full tile's place (the sum of the earlier
+    tiles' shapes along dim), and only its valid data is copied there, as pypto 0.2.0 computes
+    it (recorded: probes ``concat_tail_*``).  Tail tiles of unequal valid extents leave gaps
+    of invalid data, held as zeros inside the result's valid box."""
     first = tensors[0]
     for t in tensors:
         note_operand(t)
         if t.dtype is not first.dtype:
             violation("C-API-01", f"pypto.concat: {first.dtype} with {t.dtype}")
+    dim %= first.dim()
     shape = list(first._shape)
-    shape[dim] = math.fsum(value_of(t._shape[dim]) for t in tensors)
-    shape[dim] = int(shape[dim])
-    result = wrap(torch.cat([t.data for t in tensors], dim), first.dtype, shape)
+    shape[dim] = int(math.fsum(value_of(t._shape[dim]) for t in tensors))
+    starts = [0]
+    for t in tensors[:-1]:
+        starts.append(starts[-1] + value_of(t._shape[dim]))
+    extent = [max(t.data.shape[axis] for t in tensors) for axis in range(first.dim())]
+    extent[dim] = max(start + t.data.shape[dim] for start, t in zip(starts, tensors))
+    data = torch.zeros(extent, dtype=first.data.dtype, device=first.data.device)
+    for start, t in zip(starts, tensors):
+        region = [slice(0, n) for n in t.data.shape]
+        region[dim] = slice(start, start + t.data.shape[dim])
+        data[tuple(region)] = t.data
+    result = wrap(data, first.dtype, shape)
     check_vector_tiles("concat", result)
     return result
 
