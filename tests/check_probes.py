@@ -747,6 +747,69 @@ def syntax_keyword_only(pypto):
     return kernel
 
 
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_if_python_int(pypto):
+    negate = 1  # a build-time int: pypto's parser wants a bool or a symbolic scalar as the test
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if negate:
+            out[:] = pypto.neg(x)
+        else:
+            out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def syntax_if_python_none(pypto):
+    bias = None
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if bias:
+            out[:] = pypto.neg(x)
+        else:
+            out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def if_python_bool_of_int(pypto):
+    negate = 1
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if negate != 0 and not bias_free():
+            out[:] = pypto.exp(x)
+        elif bool(negate):
+            out[:] = pypto.neg(x)
+        else:
+            out[:] = pypto.exp(x)
+    return kernel
+
+
+def bias_free():
+    return True
+
+
+@probe("ok", inputs=x_out(8, 64))
+def if_python_int_untaken_branch(pypto):
+    flag = True
+    count = 3
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if flag:
+            out[:] = pypto.neg(x)
+        elif count:  # never evaluated: the parser evaluates an elif only when the if's test is False
+            out[:] = pypto.exp(x)
+    return kernel
+
+
 _OVERFLOW_K = 135168  # 127 * 127 * K > 2**31 - 1 would overflow int32, but pypto wants K < 65535 (ND)
 
 

@@ -61,7 +61,8 @@ CHECKS = {
     "C-API-07": "the op does not accept this operand dtype (pypto 0.2.0 rejects the kernel)",
     "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
                    "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
-                   "built-in min/max on runtime values, and no `from __future__ import annotations` in its module",
+                   "built-in min/max on runtime values, `if` tests that are a bool or a symbolic scalar (not an int, "
+                   "None or tensor), and no `from __future__ import annotations` in its module",
 }
 
 #: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.

@@ -15,6 +15,7 @@ import functools
 import inspect
 import sys
 import textwrap
+import types
 import warnings
 
 import torch
@@ -60,27 +61,34 @@ _STATEMENT_NAMES = {ast.FunctionDef: "nested def", ast.AsyncFunctionDef: "nested
                     ast.Import: "import", ast.ImportFrom: "import"}
 
 
-def _check_parser_subset(func) -> str:
+def _kernel_definition(func):
+    """The ``def`` of a kernel as an AST with the file's line numbers, or None where the
+    source is not available (e.g. exec'd code: nothing can be checked then)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = tree.body[0]
+    if not isinstance(definition, ast.FunctionDef):
+        return None
+    ast.increment_lineno(definition, func.__code__.co_firstlineno - 1)
+    return definition
+
+
+def _check_parser_subset(func, definition) -> str:
     """C-SYNTAX-01: the kernel source must be something real pypto can parse.  Returns
     the kernel's site, file:line of its ``def``."""
     filename = func.__code__.co_filename
-    site = f"{filename}:{func.__code__.co_firstlineno}"
     if func.__code__.co_flags & __future__.annotations.compiler_flag:
         violation("C-SYNTAX-01", f"kernel {func.__name__} is defined under `from __future__ import annotations`: "
                                  f"pypto would then treat every tensor parameter as a scalar",
                   f"{filename}:{func.__code__.co_firstlineno}")
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):  # no source (e.g. exec'd code): nothing to check
-        return site
-    definition = tree.body[0]
-    if not isinstance(definition, ast.FunctionDef):
-        return site
+    if definition is None:
+        return f"{filename}:{func.__code__.co_firstlineno}"
 
     def refuse(node, what):
-        line = func.__code__.co_firstlineno + node.lineno - 1
         violation("C-SYNTAX-01", f"{what} inside kernel {func.__name__} (pypto's parser refuses it)",
-                  f"{filename}:{line}")
+                  f"{filename}:{node.lineno}")
 
     arguments = definition.args
     for kind, present in (("keyword-only parameter", arguments.kwonlyargs), ("*args", arguments.vararg),
@@ -94,7 +102,50 @@ def _check_parser_subset(func) -> str:
             refuse(node, "for-else")
         elif type(node) in _REFUSED_EXPRESSIONS:
             refuse(node, _REFUSED_EXPRESSIONS[type(node)])
-    return f"{filename}:{func.__code__.co_firstlineno + definition.lineno - 1}"
+    return f"{filename}:{definition.lineno}"
+
+
+_IF_TEST = "_ptogym_if_test"
+
+
+def _if_test(value, site: str) -> bool:
+    """An ``if``/``elif`` test as pypto's parser takes it: a bool (decided while the
+    kernel is built) or a symbolic scalar (a runtime condition); anything else is
+    refused there ("Test condition must be a symbolic scalar or boolean")."""
+    if isinstance(value, SymbolicScalar):
+        return bool(value.value)
+    if not isinstance(value, bool):
+        violation("C-SYNTAX-01", f"`if` test is {type(value).__name__} {value!r}: pypto's parser takes only a "
+                                 f"bool or a symbolic scalar (write e.g. `!= 0` or `is not None`)", site)
+    return bool(value)
+
+
+def _with_checked_if_tests(func, definition):
+    """``func`` recompiled with every ``if`` test passed through :func:`_if_test`, the
+    file's line numbers and the same globals and closure cells; ``func`` itself when it
+    has no ``if`` or no source."""
+    tests = [node for node in ast.walk(definition) if isinstance(node, ast.If)] if definition else []
+    if not tests:
+        return func
+    filename = func.__code__.co_filename
+    for node in tests:
+        node.test = ast.Call(ast.Name(_IF_TEST, ast.Load()), [node.test, ast.Constant(f"{filename}:{node.lineno}")],
+                             [])
+    definition.decorator_list = []
+    # Compiled inside a factory whose parameters are the closure's names, so they stay
+    # free variables of the kernel and the original cells can be handed back.
+    outer = [_IF_TEST, *func.__code__.co_freevars]
+    module = ast.parse(f"def _factory({', '.join(outer)}): pass")
+    module.body[0].body = [definition]
+    ast.fix_missing_locations(module)
+    factory_code = next(c for c in compile(module, filename, "exec").co_consts if isinstance(c, types.CodeType))
+    code = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == func.__name__)
+    cells = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
+    cells[_IF_TEST] = types.CellType(_if_test)
+    checked = types.FunctionType(code, func.__globals__, func.__name__, func.__defaults__,
+                                 tuple(cells[name] for name in code.co_freevars))
+    checked.__kwdefaults__ = func.__kwdefaults__
+    return checked
 
 
 def _parsed_nodes(definition):
@@ -131,7 +182,9 @@ class JitKernel:
         self.func = func
         self.options = options
         self.scope = scope or {}  # the defining frame's locals, for postponed annotations
-        self.site = _check_parser_subset(func)
+        definition = _kernel_definition(func)
+        self.site = _check_parser_subset(func, definition)
+        self._run = _with_checked_if_tests(func, definition)
         _warn_npu_only(options, self.site)
         self.signature = inspect.signature(func)
         self.tensor_params, self.scalar_params = self._split_params()
@@ -164,7 +217,7 @@ class JitKernel:
             params = self._bind_tensors(run, args[:n])
             scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
             scalars.update(kwargs)
-            result = self.func(*params, **scalars)
+            result = self._run(*params, **scalars)
             run.check_outputs(self.site)
         finally:
             runtime.pop()
@@ -266,13 +319,15 @@ def jit(func=None, **options):
 def function(func=None, **options):
     """``@pypto.frontend.function``: inlined into the calling kernel; tensor args only."""
     def wrap(f):
+        body = _with_checked_if_tests(f, _kernel_definition(f))
+
         @functools.wraps(f)
         def inlined(*args, **kwargs):
             for value in (*args, *kwargs.values()):
                 if not isinstance(value, Tensor):
                     violation("C-API-06", f"@pypto.frontend.function {f.__name__}: argument {value!r} is not a "
                                           f"Tensor; functions take tensor parameters only")
-            return f(*args, **kwargs)
+            return body(*args, **kwargs)
         return inlined
     return wrap if func is None else wrap(func)
 
