@@ -672,6 +672,79 @@ def matmul_int8_exact(pypto):
     return kernel
 
 
+# --- valid shapes through ops ----------------------------------------------------------------------
+def _tail_tile(pypto, x, i):
+    """Block i of 4 rows of a 17-row x: the last block has one valid row."""
+    return pypto.view(x, [4, 32], [i * 4, 0], valid_shape=[pypto.min(4, x.shape[0] - i * 4), 32])
+
+
+@probe("ok", inputs=x_out(17, 32, out_shape=(20, 32)), outputs=())
+def valid_binary_full_first(pypto):
+    # the result is valid over the whole 4-row tile (its first operand's extent): rows 17-19 of out
+    # get the tail tile's padding plus one, which pypto's CPU interpreter fills from the valid row and a
+    # device from whatever its buffer held (the interpreter: NaN), so outputs are not compared
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = _tail_tile(pypto, x, i)
+            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
+            pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)
+    return kernel
+
+
+@probe("A-OUT-01", inputs=x_out(17, 32, out_shape=(20, 32)))  # rows 17-19 left as they were
+def valid_binary_tail_first(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = _tail_tile(pypto, x, i)
+            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
+            pypto.assemble(pypto.add(tile, ones), [i * 4, 0], out)
+    return kernel
+
+
+@probe("A-OUT-01", inputs=x_out(17, 32, out_shape=(20, 32)))  # rows 17-19 left as they were
+def valid_sigmoid_then_tail_first(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = _tail_tile(pypto, x, i)
+            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
+            pypto.assemble(pypto.mul(tile, pypto.sigmoid(tile)), [i * 4, 0], out)
+    return kernel
+
+
+@probe("C-ASSEMBLE-01", inputs=x_out(17, 32))
+def valid_sigmoid_tail_assembled(pypto):
+    # pypto's sigmoid is div(full(shape, 1.0), 1 + exp(-x)): valid over the whole tile, so the last
+    # block overhangs the 17-row output (ASSEMBLEOpError; generated case gen_040 found it)
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = _tail_tile(pypto, x, i)
+            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
+            pypto.assemble(pypto.sigmoid(tile), [i * 4, 0], out)
+    return kernel
+
+
+@probe("C-VALID-01", inputs=x_out(17, 32, dtype=torch.int32, out_shape=(20, 32)), outputs=(),
+       device_garbage="rows 17-19 of out are the tail tile's padding plus one: whatever the device buffer held")
+def valid_binary_full_first_int(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_INT32), out: pypto.Tensor([20, 32], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = _tail_tile(pypto, x, i)
+            ones = pypto.full([4, 32], 1.0, pypto.DT_INT32, valid_shape=[4, 32])
+            pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)
+    return kernel
+
+
 # --- the parser's language --------------------------------------------------------------------------
 @probe("C-SYNTAX-01", inputs=x_out(8, 64))
 def syntax_while(pypto):

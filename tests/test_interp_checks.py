@@ -429,6 +429,42 @@ def assemble_oob():
 
 
 @pypto.frontend.jit
+def valid_int_kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_INT32),
+                     out: pypto.Tensor([8, 32], pypto.DT_INT32)):
+    pypto.set_vec_tile_shapes(4, 32)
+    for i in pypto.loop(2):
+        tile = pypto.view(x, [4, 32], [i * 4, 0], valid_shape=[pypto.min(4, x.shape[0] - i * 4), 32])
+        ones = pypto.full([4, 32], 1, pypto.DT_INT32, valid_shape=[4, 32])
+        pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)  # MARK: valid_int
+
+
+@case("C-VALID-01", "result valid extent [4, 32]", "common valid data [2, 32]")
+def valid_int():
+    valid_int_kernel(torch.ones(6, 32, dtype=torch.int32), torch.zeros(8, 32, dtype=torch.int32))
+
+
+def test_binary_result_is_valid_over_its_first_operand():
+    """Measured on pypto 0.2.0 (probes valid_binary_*): add(full, tail) is valid over the
+    whole tile, its rows past the tail undefined (NaN here); add(tail, full) over the tail."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], F32), out: pypto.Tensor([8, 32], F32),
+               out2: pypto.Tensor([8, 32], F32)):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop(2):
+            tile = pypto.view(x, [4, 32], [i * 4, 0], valid_shape=[pypto.min(4, x.shape[0] - i * 4), 32])
+            ones = pypto.full([4, 32], 1.0, F32, valid_shape=[4, 32])
+            pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)
+            pypto.assemble(pypto.add(tile, ones), [i * 4, 0], out2)
+
+    x, out, out2 = r(6, 32), torch.full((8, 32), -7.0), torch.full((8, 32), -7.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConstraintWarning)
+        kernel(x, out, out2)
+    assert torch.equal(out[:6], x + 1) and out[6:].isnan().all()
+    assert torch.equal(out2[:6], x + 1) and (out2[6:] == -7).all()
+
+
+@pypto.frontend.jit
 def assemble_rank_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
     pypto.assemble(x, [0], out)  # MARK: assemble_rank
 

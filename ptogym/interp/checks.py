@@ -49,6 +49,9 @@ CHECKS = {
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",
+    "C-VALID-01": "a binary op's result is valid over its first operand's extent: where the second operand's valid "
+                  "data is smaller the result is undefined on the device (floats carry NaN there; integer and bool "
+                  "results are refused)",
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
     "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled (graph cycle)",
     "C-MEM-01": "a pypto.tensor must be written before it is read",

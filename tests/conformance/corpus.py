@@ -387,6 +387,4 @@ KNOWN: dict = {
                           "overhang reads memory outside the source unless valid_shape says otherwise",
     "exp_loop_clip_dynamic_fp32": "pypto's CPU interpreter clips a view that runs past the end of a dynamic source; "
                                   "C-VIEW-01 stays an error for the same reason as exp_loop_clip_fp32",
-    "gen_040": "not yet reproduced: pypto rejects assembling [4, 1, 1] fp16 row-reduction blocks into a "
-               "[DYNAMIC, 1, 1] output (ASSEMBLEOpError 10017); the interpreter accepts it",
 }

@@ -89,7 +89,8 @@ def _scalar(x):
 
 def _broadcast(op: str, a: Tensor, b: Tensor):
     """Operands with equal rank (a lower-rank one gains leading 1-dims, numpy style, as
-    in pypto), their data trimmed to the common valid extent, and the result shape."""
+    in pypto), their data trimmed to the common valid extent, and the result shape.
+    (The result's own valid extent is the first operand's: see :func:`_first_operand_extent`.)"""
     a, b = _leading_ones(a, b.dim()), _leading_ones(b, a.dim())
     sa, sb = _static(a), _static(b)
     for x, y in zip(sa, sb):
@@ -110,6 +111,32 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
         db = db[tuple(slice(0, c if q != 1 else builtins.min(c, 1)) for c, q in zip(common, sb))]
     shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
     return da, db, shape
+
+
+def _first_operand_extent(first: Tensor, second: Tensor, computed) -> list:
+    """The valid extent of a binary op's result.  Measured on pypto 0.2.0: it is the
+    first operand's valid extent (``add(full_tile, tail_tile)`` writes the whole tile,
+    ``add(tail_tile, full_tile)`` only the tail), except along an axis the first
+    operand broadcasts (static 1), which takes the other operand's."""
+    rank = len(computed)
+    extent = [1] * (rank - first.data.dim()) + list(first.data.shape)
+    static = [1] * (rank - first.dim()) + list(_static(first))
+    return [c if p == 1 else e for c, e, p in zip(computed, extent, static)]
+
+
+def pad_undefined(op: str, data, extent):
+    """``data`` grown to ``extent``: the added elements come from an operand's padding,
+    which on a device holds whatever the buffer held.  Floats carry them as NaN, so any
+    use shows; an integer or bool result cannot, and is refused (C-VALID-01)."""
+    if list(data.shape) == list(extent):
+        return data
+    if not data.is_floating_point():
+        violation("C-VALID-01", f"pypto.{op}: result valid extent {list(extent)} (its first operand's) exceeds the "
+                                f"operands' common valid data {list(data.shape)}; the rest is undefined on the device")
+        return data
+    grown = data.new_full(extent, float("nan"))
+    grown[tuple(slice(0, n) for n in data.shape)] = data
+    return grown
 
 
 def _leading_ones(t: Tensor, rank: int) -> Tensor:
@@ -137,7 +164,8 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
                                   f"{list(_static(other))}; cast one side first")
         a, b, shape = _broadcast(op, input, other)
         out_dtype = result_dtype or input.dtype
-        result = wrap(fn(a, b), out_dtype, shape)
+        data = fn(a, b)
+        result = wrap(pad_undefined(op, data, _first_operand_extent(input, other, data.shape)), out_dtype, shape)
         check_vector_tiles(op, input, other, result)
     else:
         if isinstance(other, Element):  # pypto wraps the operand in an Element itself, and refuses one

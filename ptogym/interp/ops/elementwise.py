@@ -16,7 +16,7 @@ from ..checks import violation
 from ..dtypes import DT_BOOL
 from ..symbolic import value_of
 from ..tensor import Tensor, note_operand, wrap
-from ._common import _binary, _scalar, _unary, check_vector_tiles
+from ._common import _binary, _scalar, _static, _unary, check_vector_tiles, pad_undefined
 
 
 def add(input, other, *, alpha=1):
@@ -96,7 +96,14 @@ reciprocal = _unary_op("reciprocal", torch.reciprocal)
 abs = _unary_op("abs", torch.abs)
 neg = _unary_op("neg", torch.neg)
 relu = _unary_op("relu", torch.relu)
-sigmoid = _unary_op("sigmoid", lambda d: _in_fp32(d, lambda x: torch.reciprocal(torch.exp(x * -1.0) + 1.0)))
+def sigmoid(input: Tensor) -> Tensor:
+    """pypto composes it as ``div(full(shape, 1.0), 1 + exp(-x))`` with a ones tile whose
+    valid shape is the whole tile, so the result is valid over the whole tile: a tail
+    tile's padding becomes undefined (NaN here) values, and assembling the result where
+    the tail ended overhangs (pypto rejects it, ASSEMBLEOpError)."""
+    result = _unary("sigmoid", lambda d: _in_fp32(d, lambda x: torch.reciprocal(torch.exp(x * -1.0) + 1.0)), input)
+    result.data = pad_undefined("sigmoid", result.data, _static(input))
+    return result
 sin = _unary_op("sin", torch.sin)
 cos = _unary_op("cos", torch.cos)
 ceil = _unary_op("ceil", torch.ceil)
