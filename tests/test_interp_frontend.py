@@ -680,7 +680,7 @@ if len(sys.argv) > 2:
 def launcher_sandbox(monkeypatch):
     """Undo what a launch changes process-wide: pypto bindings, sys.argv/path, lenient
     mode, platform, and the modules the launched code imports."""
-    names = ["pypto", "pypto.frontend", "pypto.experimental", "pypto.operation", "pypto.pypto_impl", "launched_mod"]
+    names = ["pypto", *pypto.PYPTO_MODULES, "launched_mod"]  # every module bind_pypto() replaces
     saved = {name: sys.modules[name] for name in names if name in sys.modules}
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
