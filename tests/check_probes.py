@@ -745,6 +745,45 @@ def valid_binary_full_first_int(pypto):
     return kernel
 
 
+def _int_valued(*shape):
+    return lambda: [torch.randint(-3, 4, shape, generator=torch.Generator().manual_seed(seed)).float()
+                    for seed in (0, 1)] + [zeros(*shape)]
+
+
+@probe("ok", inputs=_int_valued(16, 16))
+def matmul_tail_inner_same(pypto):
+    # both operands' valid inner extent is 2: pypto multiplies over those 2 only
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
+        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]),
+                              pypto.view(b, [16, 16], [0, 0], valid_shape=[2, 16]), pypto.DT_FP32))
+    return kernel
+
+
+@probe("C-API-06", inputs=_int_valued(16, 16))
+def matmul_tail_inner_differs(pypto):
+    # a's valid inner extent 2, b's 4 (the qwen3-next unaligned gated-delta-rule case): rejected
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
+        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]),
+                              pypto.view(b, [16, 16], [0, 0], valid_shape=[4, 16]), pypto.DT_FP32))
+    return kernel
+
+
+@probe("C-API-06", inputs=_int_valued(16, 16))
+def matmul_tail_inner_one_side(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
+               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
+        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]), b, pypto.DT_FP32))
+    return kernel
+
+
 # --- the parser's language --------------------------------------------------------------------------
 @probe("C-SYNTAX-01", inputs=x_out(8, 64))
 def syntax_while(pypto):
