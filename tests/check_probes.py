@@ -784,6 +784,45 @@ def matmul_tail_inner_one_side(pypto):
     return kernel
 
 
+def _scale_tensor_inputs(out_dtype=torch.float16, high_bits=False):
+    def make():
+        g = torch.Generator().manual_seed(0)
+        a = torch.randint(-128, 128, (16, 32), generator=g).to(torch.int8)
+        b = torch.randint(-128, 128, (32, 32), generator=g).to(torch.int8)
+        scales = (torch.rand(32, generator=g) * 0.01 + 1e-4) * torch.where(torch.arange(32) % 3 == 0, -1.0, 1.0)
+        bits = scales.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+        if high_bits:
+            bits |= (1 << 46) | (3 << 33)
+        return [a, b, bits.reshape(1, 32).view(torch.uint64), zeros(16, 32, dtype=out_dtype)]
+    return make
+
+
+def _scale_tensor_kernel(pypto, out_dtype, relu):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 32], pypto.DT_INT8), b: pypto.Tensor([32, 32], pypto.DT_INT8),
+               s: pypto.Tensor([1, 32], pypto.DT_UINT64), out: pypto.Tensor([16, 32], out_dtype)):
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
+        extend = {"scale_tensor": s, "relu_type": pypto.ReLuType.RELU} if relu else {"scale_tensor": s}
+        out.move(pypto.matmul(a, b, out_dtype, extend_params=extend))
+    return kernel
+
+
+@probe("ok", inputs=_scale_tensor_inputs())
+def matmul_int8_scale_tensor(pypto):
+    return _scale_tensor_kernel(pypto, pypto.DT_FP16, relu=False)
+
+
+@probe("ok", inputs=_scale_tensor_inputs(high_bits=True))
+def matmul_int8_scale_tensor_relu_high_bits(pypto):
+    # ReLU before the (partly negative) scales; the high 32 bits of each scale are ignored
+    return _scale_tensor_kernel(pypto, pypto.DT_FP16, relu=True)
+
+
+@probe("C-API-02", inputs=_scale_tensor_inputs(out_dtype=torch.bfloat16))
+def matmul_int8_scale_tensor_bf16(pypto):
+    return _scale_tensor_kernel(pypto, pypto.DT_BF16, relu=False)
+
+
 # --- the parser's language --------------------------------------------------------------------------
 @probe("C-SYNTAX-01", inputs=x_out(8, 64))
 def syntax_while(pypto):

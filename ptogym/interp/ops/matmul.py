@@ -84,8 +84,9 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
     int8 x int8 accumulates in int32 (wrapping; with K < 65535 it cannot overflow) and
     converts to out_dtype.  ``extend_params`` (2-D only): ``trans_mode`` rounds fp32
     inputs to TF32 first (the device does; pypto's CPU interpreter ignores it); then
-    ``ReLU(A @ B) * scale`` when ``scale`` / ``relu_type`` are given, ``+ bias_tensor``
-    (bias and int8 ReLU-scale measured bit-exact against pypto)."""
+    ``ReLU(A @ B) * scale`` when ``scale`` / ``relu_type`` are given (``scale_tensor``:
+    per output column, int8 -> fp16 only), ``+ bias_tensor`` (bias, int8 ReLU-scale and
+    the per-column scale measured bit-exact against pypto)."""
     if c_matrix_nz:
         violation("C-API-06", "pypto.matmul: c_matrix_nz=True; pypto 0.2.0 refuses an NZ output")
     extend = dict(extend_params or {})
@@ -94,6 +95,9 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
         violation("C-API-06", f"pypto.matmul: extend_params {sorted(extend)}: pypto 0.2.0 takes "
                               f"{list(_EXTEND_KEYS)}, on 2-D operands only")
     a, b = _matmul_operands("matmul", input, mat2, out_dtype, a_trans, b_trans)
+    if "scale_tensor" in extend and (input.dtype.name != "DT_INT8" or out_dtype.name != "DT_FP16"):
+        violation("C-API-02", f"pypto.matmul: extend_params['scale_tensor'] with {input.dtype} -> {out_dtype}; "
+                              f"pypto's fixpipe dequant takes DT_INT8 -> DT_FP16 only")
     mode = _enum_name(extend.get("trans_mode"))
     if mode not in ("", "CAST_NONE"):
         if input.dtype.name != "DT_FP32":
@@ -107,6 +111,19 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
     return wrap(acc.to(out_dtype.torch), out_dtype, _static_mm_shape(input, mat2, a_trans, b_trans))
 
 
+def _per_channel_scales(scale_tensor: Tensor, n: int) -> torch.Tensor:
+    """``extend_params['scale_tensor']``: [1, N] DT_UINT64, each holding an fp32 scale in
+    its low 32 bits (the high bits are ignored; measured on pypto 0.2.0, probes
+    ``matmul_int8_scale_tensor*``)."""
+    note_operand(scale_tensor)
+    if scale_tensor.dtype.name != "DT_UINT64" or list(scale_tensor.data.shape) != [1, n]:
+        violation("C-API-06", f"pypto.matmul: extend_params['scale_tensor'] is {scale_tensor.dtype} "
+                              f"{list(scale_tensor.data.shape)}; it must be DT_UINT64 [1, {n}] (fp32 bits in the low "
+                              f"32 bits)")
+    low = scale_tensor.data.view(torch.int64) & 0xFFFFFFFF
+    return low.to(torch.int32).view(torch.float32)
+
+
 def _enum_name(value) -> str:
     return "" if value is None else getattr(value, "name", str(value).rsplit(".", 1)[-1])
 
@@ -115,15 +132,15 @@ def _apply_extend(acc: torch.Tensor, extend: dict) -> torch.Tensor:
     """ReLU, dequant scale and bias on the accumulator (fp32 from here on)."""
     relu = _enum_name(extend.get("relu_type")) not in ("", "NO_RELU")
     scale = extend.get("scale") or 0.0
-    if "scale_tensor" in extend:
-        raise NotImplementedError("pypto.matmul extend_params['scale_tensor']: the per-channel DT_UINT64 "
-                                  "dequant scale encoding is not emulated by ptogym.interp")
-    if relu or scale or "bias_tensor" in extend:
+    scale_tensor = extend.get("scale_tensor")
+    if relu or scale or scale_tensor is not None or "bias_tensor" in extend:
         acc = acc.to(torch.float32)
     if relu:
         acc = torch.relu(acc)
     if scale:
         acc = acc * float(scale)
+    if scale_tensor is not None:
+        acc = acc * _per_channel_scales(scale_tensor, acc.shape[-1])
     bias = extend.get("bias_tensor")
     if bias is not None:
         note_operand(bias)
