@@ -225,3 +225,16 @@ def test_cube_peak_and_rates_from_the_platform_file():
     fig = measure.figures(model, 100.0, 200_000_000, flops=10**10)  # 2 GB/ms, 100 TFLOPS
     assert fig["gbps"] == pytest.approx(2000) and fig["above_ddr"] and fig["tflops"] == pytest.approx(100)
     assert "cost-model artefact" in measure.summary(fig)
+
+
+def test_bench_reports_the_mxfp8_refusal_instead_of_failing():
+    pytest.importorskip("pypto")
+    from ptogym.bench import _fmt_row, bench_case
+    from ptogym.ops import get_op
+    from ptogym.verify.cases import load_cases
+
+    spec = get_op("linear")
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "mxfp8_t8")
+    row = bench_case(spec, case, repeat=1, simulate=True)
+    assert "sim" not in row and "DAV_3510" in row["sim_refused"]
+    assert "not simulated: linear: quant_mode='mxfp8' cannot run on pypto-sim" in _fmt_row(row)

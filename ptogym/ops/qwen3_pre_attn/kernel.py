@@ -53,9 +53,9 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
     [slots, kv_heads * head_dim]; the head gammas come repeated per head, [1, heads, head_dim]
     (pypto broadcasts along one axis only: [1, 1, D] against [tokens, heads, D] does not compile).
 
-    ``kv_rows_out`` (batches with padding slots) builds kernel(..., sin, k_out, v_out,
-    residual_out, q_out, eps) instead: every token's k and v rows go to k_out / v_out
-    [T, kv_heads * head_dim] and the operator writes the kept ones into the caches with
+    ``kv_rows_out`` (batches with padding slots): k_cache and v_cache are [T, kv_heads *
+    head_dim] outputs that receive every token's k and v rows at the token's own row
+    (index is not read), and the operator writes the kept ones into the caches with
     ``ptogym.ops.cache_scatter`` (pypto has no row-wise conditional write, and a
     dynamic-T staging workspace inside the kernel is not allowed)."""
     dt, index_dt = getattr(pypto, dtype), getattr(pypto, index_dtype)
@@ -102,6 +102,24 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
         k_heads = pypto.cast(rope(pypto, k_heads, cos_rows, sin_rows, "half"), dt)
         return pypto.reshape(k_heads, [count, kv_width]), v
 
+    def scatter_into_caches(index, k_cache, v_cache, k_rows, v_rows, token, count):
+        """k and v rows of the block into their cache slots (AT-16)."""
+        pypto.set_semantic_label("kv-cache-scatter")
+        pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
+        slots = pypto.view(index, [count, 1], [token, 0])
+        scatter_rows(pypto, k_cache, slots, k_rows)
+        scatter_rows(pypto, v_cache, slots, v_rows)
+
+    def rows_out(index, k_out, v_out, k_rows, v_rows, token, count):
+        """k and v rows of the block at the block's own rows of [T, kv_width] outputs."""
+        pypto.set_semantic_label("kv-rows-out")
+        pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
+        pypto.assemble(k_rows, [token, 0], k_out)
+        pypto.assemble(v_rows, [token, 0], v_out)
+
+    write_kv = rows_out if kv_rows_out else scatter_into_caches  # chosen while building (pypto's parser has no
+    #                                                              `if` on a Python value)
+
     @pypto.frontend.jit()
     def qwen3_pre_attn_kernel(
         hidden_states: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
@@ -123,36 +141,6 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
                                               idx_name="token", unroll_list=unroll_list):
             k_rows, v_rows = front_block(hidden_states, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma,
                                          cos, sin, residual_out, q_out, eps, token, count)
-            # V: k and v into their cache slots
-            pypto.set_semantic_label("kv-cache-scatter")
-            pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
-            slots = pypto.view(index, [count, 1], [token, 0])
-            scatter_rows(pypto, k_cache, slots, k_rows)
-            scatter_rows(pypto, v_cache, slots, v_rows)
+            write_kv(index, k_cache, v_cache, k_rows, v_rows, token, count)
 
-    @pypto.frontend.jit()
-    def qwen3_pre_attn_rows_kernel(
-        hidden_states: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
-        residual: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
-        input_gamma: pypto.Tensor([1, hidden], dt),
-        w_qkv: pypto.Tensor([q_width + 2 * kv_width, hidden], dt),
-        q_norm_gamma: pypto.Tensor([1, heads, head_dim], dt),
-        k_norm_gamma: pypto.Tensor([1, kv_heads, head_dim], dt),
-        cos: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
-        sin: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
-        k_out: pypto.Tensor([pypto.DYNAMIC, kv_width], dt),
-        v_out: pypto.Tensor([pypto.DYNAMIC, kv_width], dt),
-        residual_out: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
-        q_out: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
-        eps: float,
-    ):
-        for token, count in pypto.loop_unroll(0, hidden_states.shape[0], 1, name="LOOP_TOKENS",
-                                              idx_name="token", unroll_list=unroll_list):
-            k_rows, v_rows = front_block(hidden_states, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma,
-                                         cos, sin, residual_out, q_out, eps, token, count)
-            pypto.set_semantic_label("kv-rows-out")
-            pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
-            pypto.assemble(k_rows, [token, 0], k_out)
-            pypto.assemble(v_rows, [token, 0], v_out)
-
-    return qwen3_pre_attn_rows_kernel if kv_rows_out else qwen3_pre_attn_kernel
+    return qwen3_pre_attn_kernel
