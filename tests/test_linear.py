@@ -158,6 +158,10 @@ def test_opcheck_and_compile():
     torch._dynamo.reset()
     got = torch.compile(lambda a: linear(a, w, b) * 2, fullgraph=True)(x)
     assert torch.equal(got, linear_golden(x, w, b) * 2)
+    got = torch.compile(lambda a: linear(a, w8, quant_mode="mxfp8", x_scale=xs8, w_scale=ws8).float() * 2,
+                        fullgraph=True)(x8)
+    torch.testing.assert_close(got, linear_golden(x8, w8, None, xs8, ws8, torch.bfloat16).float() * 2, rtol=0.0078125,
+                               atol=1e-3)
 
 
 def _bad(label):

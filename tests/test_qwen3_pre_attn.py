@@ -138,8 +138,9 @@ def test_empty_batch():
     assert qwen3_pre_attn(*[inputs[n] for n in INPUT_NAMES]).shape == (0, 4, 64)
 
 
-def test_opcheck():
-    inputs = case_inputs("level0")
+@pytest.mark.parametrize("padded", [False, True])
+def test_opcheck(padded):
+    inputs = padded_inputs("middle") if padded else case_inputs("level0")
     torch.library.opcheck(torch.ops.ptogym.qwen3_pre_attn.default, tuple(inputs[n] for n in INPUT_NAMES) + (1e-6,))
 
 
