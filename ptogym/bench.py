@@ -50,6 +50,8 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
 
         try:
             row["sim"] = _simulate(spec, case, inputs)
+        except NotImplementedError as refusal:  # a mode pypto-sim cannot run (linear's mxfp8): say so, go on
+            row["sim_refused"] = str(refusal)
         finally:  # pypto keeps every compiled kernel's memory: a fresh worker for each case
             stop_workers()
     return row
@@ -94,6 +96,8 @@ def _fmt_row(row: dict) -> str:
                  + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else "")
                  + (f"\n{'':42}{sim['summary']}" if sim.get("summary") else "")
                  + (f"\n{'':31}artifacts kept in {sim['artifacts']}" if sim["artifacts"] else ""))
+    if "sim_refused" in row:
+        text += f"\n{'':31}not simulated: {row['sim_refused']}"
     return text
 
 

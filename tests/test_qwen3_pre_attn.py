@@ -72,14 +72,75 @@ def test_fused_kernel_in_place_contract():
     assert torch.equal(inputs["k_cache"][untouched], originals["k_cache"][untouched])
 
 
+PADDING = {"middle": [0, -1, 2], "trailing": [5, 1, -1], "all": [-1, -1, -1]}
+
+
+def padded_inputs(pattern):
+    """level1's inputs (3 tokens, 8 slots) with some slots replaced by -1."""
+    inputs = case_inputs("level1")
+    inputs["slot_mapping"] = torch.tensor(PADDING[pattern], dtype=inputs["slot_mapping"].dtype)
+    return inputs
+
+
+def check_padded_run(inputs, backend=None):
+    """Run on *inputs*; q and residual as the golden (and q bitwise as the same batch
+    with every slot valid), kept tokens' cache rows as the golden, every other cache
+    row bitwise untouched."""
+    originals = {k: v.clone() for k, v in inputs.items()}
+    expected = dict(zip(("q", "residual", "k_cache", "v_cache"),
+                        qwen3_pre_attn_golden(*[originals[n] for n in INPUT_NAMES])))
+    q = qwen3_pre_attn(*[inputs[n] for n in INPUT_NAMES], backend=backend)
+    slots = originals["slot_mapping"]
+    kept = slots[slots >= 0].long()
+    untouched = torch.ones(originals["k_cache"].shape[0], dtype=torch.bool)
+    untouched[kept] = False
+    for name, got in (("q", q), ("residual", inputs["residual"])):
+        result = detailed_tensor_compare(got, expected[name], name, **TOL)
+        assert result.all_close, result.report()
+    for name in ("k_cache", "v_cache"):
+        assert torch.equal(inputs[name][untouched], originals[name][untouched]), f"{name}: a padding row was written"
+        result = detailed_tensor_compare(inputs[name][kept], expected[name][kept], name, **TOL)
+        assert result.all_close, result.report()
+    unpadded = {k: v.clone() for k, v in originals.items()}
+    unpadded["slot_mapping"] = torch.arange(len(slots), dtype=slots.dtype)
+    assert torch.equal(q, qwen3_pre_attn(*[unpadded[n] for n in INPUT_NAMES], backend=backend))
+
+
+@pytest.mark.parametrize("pattern", list(PADDING))
+def test_padding_slots_are_skipped_like_cache_scatter(pattern):
+    check_padded_run(padded_inputs(pattern))
+
+
+def test_golden_skips_padding_slots():
+    inputs = padded_inputs("middle")
+    _, _, k_cache, v_cache = qwen3_pre_attn_golden(*[inputs[n] for n in INPUT_NAMES])
+    _, _, k64, v64 = reference_fp64(inputs)
+    assert torch.equal(k_cache[1], inputs["k_cache"][1]) and torch.equal(k_cache[3:], inputs["k_cache"][3:])
+    for got, want in ((k_cache[[0, 2]], k64[[0, 2]]), (v_cache[[0, 2]], v64[[0, 2]])):
+        assert detailed_tensor_compare(got, want, "kv", rtol=8e-3, atol=8e-3).all_close
+
+
+def test_padding_slots_on_pypto_sim():
+    """Real pypto: the padded batch (k/v rows out of the fused kernel, then two
+    cache_scatter launches) compiles, simulates and computes the same numbers."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        check_padded_run(padded_inputs("middle"), backend="pypto-sim")
+    finally:
+        stop_workers()
+
+
 def test_empty_batch():
     inputs = {k: v[:0] if k in ("hidden", "residual", "cos", "sin", "slot_mapping") else v
               for k, v in case_inputs("level0").items()}
     assert qwen3_pre_attn(*[inputs[n] for n in INPUT_NAMES]).shape == (0, 4, 64)
 
 
-def test_opcheck():
-    inputs = case_inputs("level0")
+@pytest.mark.parametrize("padded", [False, True])
+def test_opcheck(padded):
+    inputs = padded_inputs("middle") if padded else case_inputs("level0")
     torch.library.opcheck(torch.ops.ptogym.qwen3_pre_attn.default, tuple(inputs[n] for n in INPUT_NAMES) + (1e-6,))
 
 
@@ -116,9 +177,12 @@ BAD_INPUTS = [
     ("w_qkv rows", _with("w_qkv", lambda t: t["w_qkv"][:200]), ValueError, "w_qkv: shape"),
     ("gqa", _with("w_qkv", lambda t: t["w_qkv"][:320]), ValueError, "multiple of the 2 kv heads"),
     ("slots count", _with("slot_mapping", lambda t: t["slot_mapping"][:2]), ValueError, "slot_mapping: shape"),
-    ("negative slot", _with("slot_mapping", lambda t: torch.tensor([0, -1, 2])), ValueError, "padding tokens"),
     ("slot range", _with("slot_mapping", lambda t: torch.tensor([0, 8, 2])), ValueError, "is >= the cache's 8 slots"),
+    ("slot range beside padding", _with("slot_mapping", lambda t: torch.tensor([-1, 9, 2])), ValueError,
+     "slot 9 at token 1 is >= the cache's 8 slots"),
     ("slot twice", _with("slot_mapping", lambda t: torch.tensor([1, 5, 1])), ValueError, "named by tokens"),
+    ("slot twice beside padding", _with("slot_mapping", lambda t: torch.tensor([4, -1, 4])), ValueError,
+     r"slot 4 is named by tokens \[0, 2\]"),
     ("caches alias", _with("v_cache", lambda t: t["k_cache"]), ValueError, "v_cache: shares memory with k_cache"),
     ("not a tensor", _with("cos", lambda t: t["cos"].tolist()), TypeError, "cos: expected a torch.Tensor"),
 ]

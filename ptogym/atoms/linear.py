@@ -58,3 +58,12 @@ def n_tile_for(rows: int, n: int, block: int, cube_cores: int = CUBE_CORES) -> i
     at 128, 150.7 at 64."""
     m_tiles = -(-rows // min(block, 128))
     return 128 if m_tiles * -(-n // 128) >= cube_cores else 64
+
+
+def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):
+    """MX fp8 projection through ``scaled_mm``: x_fp8 [rows, K] and weight_fp8 [N, K]
+    of one fp8 type; x_scale [rows, K/64, 2] and w_scale [N, K/64, 2] e8m0 in pypto's
+    MX layout (entry [r, j, h] scales the 32 elements K[(2j + h) * 32, +32) of row r),
+    fp32 accumulation, one rounding to ``out_dtype``.  Real pypto 0.2.0 accepts fp8
+    operands only for DAV_3510 (see ``ptogym/ops/linear/README.md``)."""
+    return pypto.scaled_mm(x_fp8, weight_fp8, out_dtype, x_scale, w_scale, b_trans=True, scale_b_trans=True)

@@ -78,6 +78,15 @@ def slot_violations(slot_mapping: torch.Tensor, slots: int) -> list[str]:
     return problems
 
 
+def padding_attr_violations(padding, tokens: int, slots: int) -> list[str]:
+    """A case's ``padding`` attribute (trailing tokens with slot -1) must leave at most
+    ``slots`` tokens to write."""
+    if isinstance(padding, int) and 0 <= padding <= tokens and tokens - padding <= slots:
+        return []
+    return [f"attrs.padding: {padding!r} padded tokens of {tokens} must leave at most {slots} tokens to write "
+            "into the cache's slots"]
+
+
 def validate(cache, values, slot_mapping) -> None:
     """Raise TypeError/ValueError naming the argument and the rule; writes nothing."""
     for name, t in (("cache", cache), ("values", values), ("slot_mapping", slot_mapping)):
@@ -173,11 +182,8 @@ def _check_case(case) -> list[str]:
         return [f"inputs must be exactly cache, values, slot_mapping; got {sorted(case.inputs)}"]
     inputs = [case.inputs[n] for n in ("cache", "values", "slot_mapping")]
     problems = [message for _, message in shape_rule_violations(*inputs)]
-    padding, tokens = case.attrs.get("padding", 0), inputs[2].shape[0] if inputs[2].shape else 0
-    if not 0 <= padding <= tokens or tokens - padding > inputs[0].shape[0]:
-        problems.append(f"attrs.padding: {padding} padded tokens leave {tokens - padding} slots to write into "
-                        f"{inputs[0].shape[0]} cache slots")
-    return problems
+    return problems + padding_attr_violations(case.attrs.get("padding", 0), inputs[2].shape[0] if inputs[2].shape else 0,
+                                              inputs[0].shape[0])
 
 
 def hbm_bytes(case) -> int:

@@ -7,6 +7,10 @@ Modes (``ptogym.atoms.linear``):
   unit first.
 * "int8_w8a8": x [rows, K] and weight [N, K] int8, exact int32 accumulation, then
   AT-06 dequant with x_scale [rows, 1] and w_scale [1, N] (fp32) to out_dtype.
+* "mxfp8": x [rows, K] and weight [N, K] of one fp8 type with MX block scales
+  x_scale [rows, K/64, 2] and w_scale [N, K/64, 2] (e8m0, one per 32 elements along
+  K) through ``scaled_mm``, fp32 accumulation, one rounding to out_dtype.  Real
+  pypto 0.2.0 traces it only for DAV_3510 (A5); see the README.
 
 Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks of
 ``unroll`` rows (1 takes the ragged tail).  Each block multiplies by the whole
@@ -14,13 +18,14 @@ weight; the cube tiles (``cube_tile_shapes``: m = block rounded to 16, k 256/512
 n 128) split it into N/128 cube tasks that run on the 24 cube cores.  Vector work
 (bias, dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_mxfp8, linear_w8a8
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
 UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (SK-03's candidates and the small ones)
-QUANT_MODES = ("none", "int8_w8a8")
-ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1}
+QUANT_MODES = ("none", "int8_w8a8", "mxfp8")
+ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1, "DT_FP8E4M3": 1, "DT_FP8E5M2": 1}
+MX_K_ALIGN = 64  # scaled_mm: K a multiple of 64, scales [.., K/64, 2] (one e8m0 per 32 elements)
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -34,18 +39,26 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
           unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128):
     """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
     ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
-    w_scale [1, n] fp32 (read in int8_w8a8); y [rows, n] of ``out_dtype``.
+    w_scale [1, n] fp32 (read in int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0
+    (read in mxfp8); y [rows, n] of ``out_dtype``.
     ``cube`` fixes the cube tile shapes instead of ``cube_tile_shapes``."""
     if quant_mode not in QUANT_MODES:
         raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
     in_dt, out_dt = getattr(pypto, dtype), getattr(pypto, out_dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
     vec_rows = vec_tile_rows(n, sizes[0])
+    mx = quant_mode == "mxfp8"
+    k_blocks = k // MX_K_ALIGN
+    xs_shape, ws_shape = ([pypto.DYNAMIC, k_blocks, 2], [n, k_blocks, 2]) if mx else ([pypto.DYNAMIC, 1], [1, n])
+    scale_dt = pypto.DT_FP8E8M0 if mx else pypto.DT_FP32
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
         pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))
         tile = pypto.view(x, [size, k], [row, 0])
-        if quant_mode == "int8_w8a8":
+        if mx:
+            y = linear_mxfp8(pypto, tile, weight, pypto.view(x_scale, [size, k_blocks, 2], [row, 0, 0]), w_scale,
+                             out_dt)
+        elif quant_mode == "int8_w8a8":
             y = linear_w8a8(pypto, tile, weight, pypto.view(x_scale, [size, 1], [row, 0]), w_scale, out_dt)
         else:
             y = linear(pypto, tile, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
@@ -56,8 +69,8 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
         x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
         weight: pypto.Tensor([n, k], in_dt),
         bias: pypto.Tensor([1, n], in_dt),
-        x_scale: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
-        w_scale: pypto.Tensor([1, n], pypto.DT_FP32),
+        x_scale: pypto.Tensor(xs_shape, scale_dt),
+        w_scale: pypto.Tensor(ws_shape, scale_dt),
         y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
     ):
         pypto.experimental.set_operation_options(combine_axis=True)

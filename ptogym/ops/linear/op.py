@@ -10,7 +10,12 @@ layout, the cube's b_trans):
   token, e.g. from ``per_token_quant``), w_scale [N] or [1, N] fp32 (per channel);
   exact int32 accumulation, y = acc * x_scale * w_scale in out_dtype (default bf16).
   No bias (add it to the output).
-* ``quant_mode="mxfp8"`` is not implemented (see README: pypto 0.2.0's scaled_mm).
+* ``quant_mode="mxfp8"``: x [..., K] and weight fp8 (e4m3fn or e5m2, one type), K a
+  multiple of 64, MX block scales x_scale [..., K/32] and w_scale [N, K/32]
+  float8_e8m0fnu (one per 32 consecutive elements along K); fp32 accumulation of the
+  dequantised products, y in out_dtype (default bf16).  No bias.  Runs on the
+  interpreter; pypto-sim refuses it (pypto 0.2.0 traces fp8 ``scaled_mm`` only for
+  DAV_3510, its simulator covers DAV_2201; see README).
 """
 from __future__ import annotations
 
@@ -18,21 +23,37 @@ import torch
 
 from ptogym.atoms import host, measure
 from ptogym.atoms.linear import n_tile_for
+from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 
 from . import kernel
-from .golden import linear_golden
+from .golden import MX_BLOCK, linear_golden
 
 PATTERNS = ("AT-09", "AT-06")
+
+
+#: x / weight dtypes of each mode (pypto names), and the dtype of its scales
+INPUT_DTYPES = {"none": host.HALF_DTYPES, "int8_w8a8": {torch.int8: "DT_INT8"},
+                "mxfp8": {torch.float8_e4m3fn: "DT_FP8E4M3", torch.float8_e5m2: "DT_FP8E5M2"}}
+SCALE_DTYPES = {"int8_w8a8": torch.float32, "mxfp8": torch.float8_e8m0fnu}
+QUANTIZED_OUT_DTYPE = torch.bfloat16  # default out_dtype of the quantized modes
+
+
+def _scale_shapes(quant_mode, x, n) -> dict:
+    """name -> the shapes allowed for x_scale and w_scale in a quantized mode."""
+    lead = tuple(x.shape[:-1])
+    if quant_mode == "mxfp8":
+        blocks = x.shape[-1] // MX_BLOCK
+        return {"x_scale": [(*lead, blocks)], "w_scale": [(n, blocks)]}
+    return {"x_scale": [(*lead, 1)], "w_scale": [(n,), (1, n)]}
 
 
 def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> list:
     if quant_mode not in kernel.QUANT_MODES:
         return [(ValueError, f"quant_mode: {quant_mode!r} is not one of {list(kernel.QUANT_MODES)}")]
-    quant = quant_mode == "int8_w8a8"
-    allowed = (torch.int8,) if quant else tuple(host.HALF_DTYPES)
-    problems = host.dtype_rule("x", x, allowed) + host.same_dtype_rule("weight", weight, "x", x)
+    quant = quant_mode != "none"
+    problems = host.dtype_rule("x", x, tuple(INPUT_DTYPES[quant_mode])) + host.same_dtype_rule("weight", weight, "x", x)
     if out_dtype is not None and out_dtype not in host.FLOAT_DTYPES:
         problems.append((TypeError, f"out_dtype: {out_dtype} unsupported; use one of {list(host.FLOAT_DTYPES)}"))
     if problems:
@@ -42,25 +63,31 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
         problems.append((ValueError, f"weight: shape {list(weight.shape)} must be [N, K] with K = x's last dim "
                                      f"{x.shape[-1] if x.shape else '?'}"))
         return problems
-    n = weight.shape[0]
+    n, k = weight.shape
     problems += host.rows_rule("weight", weight)
-    out_bytes = host.element_size(out_dtype or (torch.bfloat16 if quant else x.dtype))
+    out_bytes = host.element_size(_default_out_dtype(x, quant_mode, out_dtype))
     if n * max(out_bytes, 4) % host.ALIGN_BYTES:  # the fp32/int32 accumulator row and the output row
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
+    if quant_mode == "mxfp8" and k % kernel.MX_K_ALIGN:
+        problems.append((ValueError, f"x: K={k} must be a multiple of {kernel.MX_K_ALIGN} with quant_mode='mxfp8' "
+                                     f"(pypto's scaled_mm: one e8m0 scale per {MX_BLOCK} elements, K aligned to 64)"))
+        return problems
     if quant:
-        for name, t, shapes in (("x_scale", x_scale, [(*x.shape[:-1], 1)]), ("w_scale", w_scale, [(n,), (1, n)])):
+        for name, t in (("x_scale", x_scale), ("w_scale", w_scale)):
+            shapes = _scale_shapes(quant_mode, x, n)[name]
             if t is None:
-                problems.append((ValueError, f"{name}: required with quant_mode='int8_w8a8'"))
+                problems.append((ValueError, f"{name}: required with quant_mode={quant_mode!r}"))
                 continue
-            problems += host.dtype_rule(name, t, (torch.float32,))
+            problems += host.dtype_rule(name, t, (SCALE_DTYPES[quant_mode],))
             if tuple(t.shape) not in shapes:
                 problems.append((ValueError, f"{name}: shape {list(t.shape)} must be one of {[list(s) for s in shapes]}"))
         if bias is not None:
-            problems.append((ValueError, "bias: not supported with quant_mode='int8_w8a8' (add it to the output)"))
+            problems.append((ValueError, f"bias: not supported with quant_mode={quant_mode!r} (add it to the output)"))
     else:
         for name, t in (("x_scale", x_scale), ("w_scale", w_scale)):
             if t is not None:
-                problems.append((ValueError, f"{name}: only with quant_mode='int8_w8a8'"))
+                problems.append((ValueError, f"{name}: only with a quantized quant_mode "
+                                             f"({[m for m in kernel.QUANT_MODES if m != 'none']})"))
         if bias is not None:
             problems += host.same_dtype_rule("bias", bias, "x", x) + host.shape_rule("bias", bias, (n,), "[N]")
     return problems
@@ -72,23 +99,43 @@ def validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> None:
 
 
 def _default_out_dtype(x, quant_mode, out_dtype):
-    return out_dtype or (torch.bfloat16 if quant_mode == "int8_w8a8" else x.dtype)
+    return out_dtype or (x.dtype if quant_mode == "none" else QUANTIZED_OUT_DTYPE)
+
+
+#: Why the pypto-sim backend refuses mxfp8 (probed with pypto 0.2.0, see the README)
+SIM_MXFP8_LIMIT = ("linear: quant_mode='mxfp8' cannot run on pypto-sim: pypto 0.2.0 traces fp8 scaled_mm only for "
+                   "DAV_3510 (A5; error FC3000 on the DAV_2201 it simulates) and neither its cost model nor its CPU "
+                   "interpreter implements the MX matmul; use backend 'interp', or 'npu' on an A5 device")
+
+
+def backend_refusal(quant_mode, backend_name: str) -> str | None:
+    """The one-line reason ``backend_name`` cannot run ``quant_mode``, else None."""
+    return SIM_MXFP8_LIMIT if quant_mode == "mxfp8" and backend_name == "pypto-sim" else None
+
+
+def _scale_operands(quant_mode, x_scale, w_scale, rows, n, k, device) -> list:
+    """x_scale and w_scale in the kernel's layout (placeholders where a mode reads none)."""
+    if quant_mode == "mxfp8":  # [.., K/32] -> pypto's [.., K/64, 2]
+        blocks = k // kernel.MX_K_ALIGN
+        return [x_scale.reshape(rows, blocks, 2), w_scale.reshape(n, blocks, 2)]
+    fp32 = dict(dtype=torch.float32, device=device)
+    return [x_scale.reshape(-1, 1) if x_scale is not None else torch.empty(1, 1, **fp32),
+            w_scale.reshape(1, n) if w_scale is not None else torch.empty(1, n, **fp32)]
 
 
 def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, out_dtype=None, backend=None,
            variant=None) -> tuple[torch.Tensor, LaunchReport]:
     validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype)
+    backend = get_backend(backend) if backend is None or isinstance(backend, str) else backend
+    if refusal := backend_refusal(quant_mode, backend.name):
+        raise NotImplementedError(refusal)
     out_dtype = _default_out_dtype(x, quant_mode, out_dtype)
     n, k = weight.shape
     rows = host.as_rows(x)
     y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
-    fp32 = dict(dtype=torch.float32, device=x.device)
-    tensors = [rows, weight,
-               bias.view(1, n) if bias is not None else x.new_empty(1, n),
-               x_scale.reshape(-1, 1) if x_scale is not None else torch.empty(1, 1, **fp32),
-               w_scale.reshape(1, n) if w_scale is not None else torch.empty(1, n, **fp32),
-               host.as_rows(y)]
-    dtype = "DT_INT8" if x.dtype == torch.int8 else host.HALF_DTYPES[x.dtype]
+    tensors = [rows, weight, bias.view(1, n) if bias is not None else x.new_empty(1, n),
+               *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k, x.device), host.as_rows(y)]
+    dtype = INPUT_DTYPES[quant_mode][x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
               "has_bias": bias is not None,
               "n_tile": n_tile_for(rows.shape[0], n, max(kernel.UNROLL)), **kernel.VARIANTS.get(variant, {})}
@@ -133,12 +180,17 @@ def _run(inputs, attrs, backend, variant=None):
 
 def make_inputs(case, generator, device="cpu"):
     """host.make_inputs, with float activations and weights scaled by 1/sqrt(K) so the
-    outputs stay O(1) like a trained layer's."""
+    outputs stay O(1) like a trained layer's; MX (e8m0) scales are powers of two in
+    [1/4, 4], so blocks differ by up to 2^4 and the products stay O(1) too."""
     tensors = host.make_inputs(case, generator, device)
     k = case.inputs["x"].shape[-1]
     for name in ("x", "weight"):
         if tensors[name].is_floating_point():
             tensors[name] = (tensors[name].float() * k ** -0.25).to(tensors[name].dtype)
+    for name, spec in case.inputs.items():
+        if spec.dtype == SCALE_DTYPES["mxfp8"]:
+            exponents = torch.randint(-2, 3, spec.shape, generator=generator)
+            tensors[name] = (2.0 ** exponents).to(device=device, dtype=spec.dtype)
     return tensors
 
 

@@ -13,7 +13,9 @@ the model's bf16 modules do):
 
 Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL`` block sizes.
 The caches are 2-D [slots, kv_heads * D] views; the scatter moves the update back
-into the cache parameters themselves.  ``residual`` is passed twice, as input and as
+into the cache parameters themselves.  A batch with padding slots (negative, as in
+``ptogym.ops.cache_scatter``) uses the ``kv_rows_out`` form, which returns the k/v
+rows for a cache_scatter launch instead (``build``'s docstring).  ``residual`` is passed twice, as input and as
 the ``residual_out`` output at the same address: every block reads its rows before
 it writes them (as InplaceAddRmsNorm).
 
@@ -45,14 +47,78 @@ def vec_rows(width: int, limit: int) -> int:
 
 
 def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype: str, index_dtype: str,
-          unroll=UNROLL, cube_fixed=None):
+          unroll=UNROLL, cube_fixed=None, kv_rows_out: bool = False):
     """The jit kernel: kernel(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin,
     index, k_cache, v_cache, residual_out, q_out, eps); input_gamma [1, H], index [T, 1], caches
     [slots, kv_heads * head_dim]; the head gammas come repeated per head, [1, heads, head_dim]
-    (pypto broadcasts along one axis only: [1, 1, D] against [tokens, heads, D] does not compile)."""
+    (pypto broadcasts along one axis only: [1, 1, D] against [tokens, heads, D] does not compile).
+
+    ``kv_rows_out`` (batches with padding slots): k_cache and v_cache are [T, kv_heads *
+    head_dim] outputs that receive every token's k and v rows at the token's own row
+    (index is not read), and the operator writes the kept ones into the caches with
+    ``ptogym.ops.cache_scatter`` (pypto has no row-wise conditional write, and a
+    dynamic-T staging workspace inside the kernel is not allowed)."""
     dt, index_dt = getattr(pypto, dtype), getattr(pypto, index_dtype)
     q_width, kv_width = heads * head_dim, kv_heads * head_dim
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
+
+    def front_block(hidden_states, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin,
+                    residual_out, q_out, eps, token, count):
+        """Everything of one token block up to the cache write; returns its k and v rows
+        [count, kv_width]."""
+        # V: residual add + input RMSNorm
+        pypto.set_semantic_label("add-rmsnorm")
+        pypto.set_vec_tile_shapes(vec_rows(hidden, count), hidden)
+        added = pypto.add(pypto.cast(pypto.view(hidden_states, [count, hidden], [token, 0]), pypto.DT_FP32),
+                          pypto.cast(pypto.view(residual, [count, hidden], [token, 0]), pypto.DT_FP32))
+        new_residual = pypto.cast(added, dt)
+        pypto.assemble(new_residual, [token, 0], residual_out)
+        normed, _ = rms_norm(pypto, new_residual, eps, gamma=input_gamma)
+        normed = pypto.cast(normed, dt)
+
+        # C: QKV projection, one matmul per part of w_qkv
+        pypto.set_semantic_label("qkv-linear")
+        pypto.set_cube_tile_shapes(*cube_tile_shapes(count, hidden, q_width, 2, fixed=cube_fixed))
+        q = linear(pypto, normed, pypto.view(w_qkv, [q_width, hidden], [0, 0]), dt)
+        k = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width, 0]), dt)
+        v = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width + kv_width, 0]), dt)
+
+        # V: per-head RMSNorm and RoPE of q and k
+        pypto.set_semantic_label("qk-norm-rope")
+        rows = vec_rows(q_width, count)
+        pypto.set_vec_tile_shapes(rows, head_dim)
+        cos_rows = pypto.cast(pypto.view(cos, [count, head_dim], [token, 0]), pypto.DT_FP32)
+        sin_rows = pypto.cast(pypto.view(sin, [count, head_dim], [token, 0]), pypto.DT_FP32)
+        cos_rows = pypto.reshape(cos_rows, [count, 1, head_dim])
+        sin_rows = pypto.reshape(sin_rows, [count, 1, head_dim])
+        pypto.set_vec_tile_shapes(rows, heads, head_dim)
+        q_heads = pypto.reshape(q, [count, heads, head_dim])
+        q_heads = pypto.cast(rms_norm(pypto, q_heads, eps, gamma=q_norm_gamma)[0], dt)
+        q_heads = pypto.cast(rope(pypto, q_heads, cos_rows, sin_rows, "half"), dt)
+        pypto.assemble(q_heads, [token, 0, 0], q_out)
+        pypto.set_vec_tile_shapes(rows, kv_heads, head_dim)
+        k_heads = pypto.reshape(k, [count, kv_heads, head_dim])
+        k_heads = pypto.cast(rms_norm(pypto, k_heads, eps, gamma=k_norm_gamma)[0], dt)
+        k_heads = pypto.cast(rope(pypto, k_heads, cos_rows, sin_rows, "half"), dt)
+        return pypto.reshape(k_heads, [count, kv_width]), v
+
+    def scatter_into_caches(index, k_cache, v_cache, k_rows, v_rows, token, count):
+        """k and v rows of the block into their cache slots (AT-16)."""
+        pypto.set_semantic_label("kv-cache-scatter")
+        pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
+        slots = pypto.view(index, [count, 1], [token, 0])
+        scatter_rows(pypto, k_cache, slots, k_rows)
+        scatter_rows(pypto, v_cache, slots, v_rows)
+
+    def rows_out(index, k_out, v_out, k_rows, v_rows, token, count):
+        """k and v rows of the block at the block's own rows of [T, kv_width] outputs."""
+        pypto.set_semantic_label("kv-rows-out")
+        pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
+        pypto.assemble(k_rows, [token, 0], k_out)
+        pypto.assemble(v_rows, [token, 0], v_out)
+
+    write_kv = rows_out if kv_rows_out else scatter_into_caches  # chosen while building (pypto's parser has no
+    #                                                              `if` on a Python value)
 
     @pypto.frontend.jit()
     def qwen3_pre_attn_kernel(
@@ -73,46 +139,8 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
     ):
         for token, count in pypto.loop_unroll(0, hidden_states.shape[0], 1, name="LOOP_TOKENS",
                                               idx_name="token", unroll_list=unroll_list):
-            # V: residual add + input RMSNorm
-            pypto.set_semantic_label("add-rmsnorm")
-            pypto.set_vec_tile_shapes(vec_rows(hidden, count), hidden)
-            added = pypto.add(pypto.cast(pypto.view(hidden_states, [count, hidden], [token, 0]), pypto.DT_FP32),
-                              pypto.cast(pypto.view(residual, [count, hidden], [token, 0]), pypto.DT_FP32))
-            new_residual = pypto.cast(added, dt)
-            pypto.assemble(new_residual, [token, 0], residual_out)
-            normed, _ = rms_norm(pypto, new_residual, eps, gamma=input_gamma)
-            normed = pypto.cast(normed, dt)
-
-            # C: QKV projection, one matmul per part of w_qkv
-            pypto.set_semantic_label("qkv-linear")
-            pypto.set_cube_tile_shapes(*cube_tile_shapes(count, hidden, q_width, 2, fixed=cube_fixed))
-            q = linear(pypto, normed, pypto.view(w_qkv, [q_width, hidden], [0, 0]), dt)
-            k = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width, 0]), dt)
-            v = linear(pypto, normed, pypto.view(w_qkv, [kv_width, hidden], [q_width + kv_width, 0]), dt)
-
-            # V: per-head RMSNorm and RoPE of q and k
-            pypto.set_semantic_label("qk-norm-rope")
-            rows = vec_rows(q_width, count)
-            pypto.set_vec_tile_shapes(rows, head_dim)
-            cos_rows = pypto.cast(pypto.view(cos, [count, head_dim], [token, 0]), pypto.DT_FP32)
-            sin_rows = pypto.cast(pypto.view(sin, [count, head_dim], [token, 0]), pypto.DT_FP32)
-            cos_rows = pypto.reshape(cos_rows, [count, 1, head_dim])
-            sin_rows = pypto.reshape(sin_rows, [count, 1, head_dim])
-            pypto.set_vec_tile_shapes(rows, heads, head_dim)
-            q_heads = pypto.reshape(q, [count, heads, head_dim])
-            q_heads = pypto.cast(rms_norm(pypto, q_heads, eps, gamma=q_norm_gamma)[0], dt)
-            q_heads = pypto.cast(rope(pypto, q_heads, cos_rows, sin_rows, "half"), dt)
-            pypto.assemble(q_heads, [token, 0, 0], q_out)
-            pypto.set_vec_tile_shapes(rows, kv_heads, head_dim)
-            k_heads = pypto.reshape(k, [count, kv_heads, head_dim])
-            k_heads = pypto.cast(rms_norm(pypto, k_heads, eps, gamma=k_norm_gamma)[0], dt)
-            k_heads = pypto.cast(rope(pypto, k_heads, cos_rows, sin_rows, "half"), dt)
-
-            # V: k and v into their cache slots
-            pypto.set_semantic_label("kv-cache-scatter")
-            pypto.set_vec_tile_shapes(vec_rows(kv_width, count), kv_width)
-            slots = pypto.view(index, [count, 1], [token, 0])
-            scatter_rows(pypto, k_cache, slots, pypto.reshape(k_heads, [count, kv_width]))
-            scatter_rows(pypto, v_cache, slots, v)
+            k_rows, v_rows = front_block(hidden_states, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma,
+                                         cos, sin, residual_out, q_out, eps, token, count)
+            write_kv(index, k_cache, v_cache, k_rows, v_rows, token, count)
 
     return qwen3_pre_attn_kernel

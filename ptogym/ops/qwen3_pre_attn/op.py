@@ -3,7 +3,9 @@
 ``qwen3_pre_attn(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma,
 cos, sin, k_cache, v_cache, slot_mapping, eps)`` returns q [T, heads, head_dim] and
 updates three tensors in place: residual <- hidden + residual, and the k/v rows of
-every token written into k_cache / v_cache at its slot.
+every token written into k_cache / v_cache at its slot.  Negative slots are padding,
+as in ``cache_scatter``: q and residual are computed for those tokens, their k/v rows
+are not written.
 
 torch.library: ``ptogym::qwen3_pre_attn(Tensor hidden, Tensor(a!) residual, Tensor
 input_gamma, Tensor w_qkv, Tensor q_norm_gamma, Tensor k_norm_gamma, Tensor cos,
@@ -21,7 +23,8 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.inplace import check_inplace_arguments
-from ptogym.ops.cache_scatter.op import INDEX_DTYPES, make_slot_mapping, slot_violations
+from ptogym.ops.cache_scatter.op import INDEX_DTYPES, make_slot_mapping, padding_attr_violations, slot_violations
+from ptogym.ops.cache_scatter.op import launch as scatter_launch
 
 from . import kernel
 from .golden import qwen3_pre_attn_golden
@@ -104,31 +107,54 @@ def validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, c
     host.check_tensors("hidden", **tensors)
     written = {name: tensors.pop(name) for name in WRITES}
     check_inplace_arguments("qwen3_pre_attn", written=written, read=tensors)
-    negative = (slot_mapping < 0).nonzero().flatten()
-    if negative.numel():
-        raise ValueError(f"slot_mapping: slot {int(slot_mapping[negative[0]])} at token {int(negative[0])} is "
-                         "negative; padding tokens are not supported by the fused op (drop them from the batch)")
     host.raise_first([(ValueError, m) for m in slot_violations(slot_mapping, k_cache.shape[0])])
 
 
 def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin, k_cache, v_cache,
            slot_mapping, eps=1e-6, backend=None, variant=None) -> tuple[torch.Tensor, LaunchReport]:
-    """Validate, then run the kernel (residual and the caches in place); return (q, report)."""
+    """Validate, then run the kernel (residual and the caches in place); return (q, report).
+
+    With padding slots the kernel hands back every token's k/v rows instead and
+    ``cache_scatter`` writes the kept ones (its own rule: negative slots skipped), so
+    the report covers three launches."""
     validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin, k_cache, v_cache,
              slot_mapping, eps)
     d = dims(hidden, w_qkv, q_norm_gamma, k_cache)
-    q = torch.empty(hidden.shape[0], d["heads"], d["head_dim"], dtype=hidden.dtype, device=hidden.device)
+    tokens = hidden.shape[0]
+    q = torch.empty(tokens, d["heads"], d["head_dim"], dtype=hidden.dtype, device=hidden.device)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
-    if hidden.shape[0] == 0:
+    if tokens == 0:
         return q, LaunchReport(backend=backend.name, wall_s=0.0)
+    padded = bool((slot_mapping < 0).any())
     static = {**d, "dtype": host.HALF_DTYPES[hidden.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype],
-              **(kernel.VARIANTS[variant] if variant else {})}
+              "kv_rows_out": padded, **(kernel.VARIANTS[variant] if variant else {})}
     kv_width = d["kv_heads"] * d["head_dim"]
     per_head = [gamma.expand(heads, -1).contiguous().unsqueeze(0)  # pypto broadcasts one axis at a time
                 for gamma, heads in ((q_norm_gamma, d["heads"]), (k_norm_gamma, d["kv_heads"]))]
-    tensors = [hidden, residual, input_gamma.view(1, -1), w_qkv, *per_head, cos, sin, slot_mapping.view(-1, 1), k_cache.view(-1, kv_width),
-               v_cache.view(-1, kv_width), residual, q]
-    return q, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
+    front = [hidden, residual, input_gamma.view(1, -1), w_qkv, *per_head, cos, sin]
+    if not padded:
+        tensors = [*front, slot_mapping.view(-1, 1), k_cache.view(-1, kv_width), v_cache.view(-1, kv_width),
+                   residual, q]
+        return q, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
+    kv_rows = [k_cache.new_empty(tokens, *k_cache.shape[1:]) for _ in range(2)]
+    reports = [backend.launch(kernel.build, static, [*front, slot_mapping.view(-1, 1),
+                                                     *(t.view(-1, kv_width) for t in kv_rows), residual, q],
+                              {"eps": float(eps)})]
+    reports += [scatter_launch(cache, rows, slot_mapping, backend) for cache, rows in zip((k_cache, v_cache), kv_rows)]
+    return q, _in_sequence(reports)
+
+
+def _in_sequence(reports: list[LaunchReport]) -> LaunchReport:
+    """One report for launches run one after another: times and tasks add up (a launch
+    that ran nothing, e.g. a scatter of padding tokens only, reports none)."""
+    def total(field):
+        values = [getattr(r, field) for r in reports if getattr(r, field) is not None]
+        return sum(values) if values else None
+
+    return LaunchReport(backend=reports[0].backend, wall_s=total("wall_s") or 0.0,
+                        outputs_valid=all(r.outputs_valid for r in reports), simulated_us=total("simulated_us"),
+                        tasks=total("tasks"), cores=max((r.cores or 0 for r in reports), default=None) or None,
+                        extra={"launches": len(reports)})
 
 
 @torch.library.custom_op("ptogym::qwen3_pre_attn", mutates_args=("residual", "k_cache", "v_cache"))
@@ -156,7 +182,8 @@ def qwen3_pre_attn(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_ga
     hidden, residual [T, H]; input_gamma [H]; w_qkv [(heads + 2 kv_heads) head_dim, H];
     q/k_norm_gamma [head_dim]; cos, sin [T, head_dim] (Hugging Face's, half layout);
     k/v_cache [slots, kv_heads, head_dim]; slot_mapping [T] int32/int64, distinct slots
-    in [0, slots).  bf16 or fp16 throughout.
+    below ``slots``; a negative slot is padding (``cache_scatter``'s rule): that token's
+    q and residual are computed, its k/v rows are not written.  bf16 or fp16 throughout.
     """
     args = (hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin, k_cache, v_cache,
             slot_mapping, eps)
@@ -170,7 +197,8 @@ def qwen3_pre_attn(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_ga
 # --- what the runner, tests and benchmarks need -------------------------------------------
 def _make_inputs(case, generator, device="cpu"):
     """Model-like inputs: activations ~ N(0, 1), weights ~ N(0, 0.02), gammas ~ 1 + N(0, 0.1),
-    cos/sin of real RoPE angles (theta 1e6, as Qwen3), distinct random slots."""
+    cos/sin of real RoPE angles (theta 1e6, as Qwen3), distinct random slots (-1 for the
+    last ``attrs["padding"]`` tokens)."""
     specs = case.inputs
     tokens, head_dim = specs["cos"].shape
     dtype = specs["hidden"].dtype
@@ -185,8 +213,8 @@ def _make_inputs(case, generator, device="cpu"):
                "w_qkv": normal("w_qkv", 0.02), "q_norm_gamma": normal("q_norm_gamma", 0.1, 1),
                "k_norm_gamma": normal("k_norm_gamma", 0.1, 1), "cos": angles.cos().to(dtype),
                "sin": angles.sin().to(dtype), "k_cache": normal("k_cache"), "v_cache": normal("v_cache"),
-               "slot_mapping": make_slot_mapping(tokens, specs["k_cache"].shape[0], 0, specs["slot_mapping"].dtype,
-                                                 generator)}
+               "slot_mapping": make_slot_mapping(tokens, specs["k_cache"].shape[0], case.attrs.get("padding", 0),
+                                                 specs["slot_mapping"].dtype, generator)}
     return {name: t.to(device) for name, t in tensors.items()}
 
 
@@ -208,21 +236,25 @@ def _check_case(case) -> list[str]:
         return [f"inputs must be exactly {', '.join(INPUT_NAMES)}; got {sorted(case.inputs)}"]
     args = [case.inputs[n] for n in INPUT_NAMES]
     problems = [message for _, message in shape_rule_violations(*args, case.attrs.get("eps", 1e-6))]
-    if not problems and case.inputs["hidden"].shape[0] > case.inputs["k_cache"].shape[0]:
-        problems.append("slot_mapping: more tokens than cache slots (each token needs its own slot)")
-    return problems
+    if problems:
+        return problems
+    return padding_attr_violations(case.attrs.get("padding", 0), case.inputs["hidden"].shape[0],
+                                   case.inputs["k_cache"].shape[0])
 
 
 def hbm_bytes(case) -> int:
-    """Read every input once except the caches; write q, residual and T k/v rows."""
+    """Read every input once except the caches; write q, residual and the written
+    tokens' k/v rows (padded batches also stage k/v once through HBM, not counted: the
+    bytes the operator must move)."""
     specs = case.inputs
     tokens = specs["hidden"].shape[0]
+    written = tokens - case.attrs.get("padding", 0)
     kv_row = math.prod(specs["k_cache"].shape[1:])
     read = sum(math.prod(specs[n].shape) * host.element_size(specs[n].dtype)
                for n in INPUT_NAMES if n not in ("k_cache", "v_cache"))
     element = host.element_size(specs["hidden"].dtype)
     q = tokens * (specs["w_qkv"].shape[0] - 2 * kv_row)
-    return read + (q + tokens * specs["hidden"].shape[1] + 2 * tokens * kv_row) * element
+    return read + (q + tokens * specs["hidden"].shape[1] + 2 * written * kv_row) * element
 
 
 def flops(case) -> int:
@@ -241,7 +273,7 @@ SPEC = OpSpec(
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
     input_names=INPUT_NAMES,
-    attr_names=("eps",),
+    attr_names=("eps", "padding"),
     writes=WRITES,
     required_levels=("level0", "level1", "level2"),
     extra={"patterns": ("SK-03", "SK-05", "AT-04", "AT-16"), "variants": ("upstream",),
