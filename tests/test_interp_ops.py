@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import ptogym.interp as pypto
+from ptogym.interp.platform import PROFILES, platform as interp_platform
 from interp_helpers import assert_same, round_float_ref, round_int_ref, run_op, ulp_distance
 
 FLOATS = [torch.bfloat16, torch.float16, torch.float32]
@@ -541,7 +542,8 @@ def mx_dequant(x, scale, for_a):
 
 
 @pytest.mark.parametrize("out", [torch.float32, torch.bfloat16], ids=str)
-def test_scaled_mm_fp8_block_scales(out):
+def test_scaled_mm_fp8_block_scales(out, monkeypatch):
+    monkeypatch.setattr(interp_platform, "profile", PROFILES["DAV_3510"])  # fp8 scaled_mm is A5-only in pypto
     fp8, e8m0 = torch.float8_e4m3fn, torch.float8_e8m0fnu
     g = torch.Generator().manual_seed(40)
     a = (torch.randn(16, 128, generator=g) * 4).to(fp8)
@@ -566,6 +568,29 @@ def test_scaled_mm_fp8_block_scales(out):
                    [a, b, scale_a.transpose(0, 1).contiguous(), scale_b.transpose(0, 1).contiguous()],
                    ((16, 32), out), tile=None, cube=([16, 16], [64, 128], [16, 16]))
     assert_same(got_t, got)
+
+
+def test_scaled_mm_follows_pypto_front_end_rules(monkeypatch):
+    """pypto 0.2.0 traces fp8 scaled_mm for DAV_3510 only (FC3000 on DAV_2201, see
+    test_linear.py's live probe) and its front end wants K % 64 == 0 and 3-D scales."""
+    fp8, e8m0 = torch.float8_e4m3fn, torch.float8_e8m0fnu
+    a, b = torch.zeros(16, 128, dtype=fp8), torch.zeros(128, 32, dtype=fp8)
+    sa, sb = torch.ones(16, 2, 2, dtype=e8m0), torch.ones(2, 32, 2, dtype=e8m0)
+
+    def call(*tensors):
+        return run_op(lambda x, y, p, q: pypto.scaled_mm(x, y, pypto.DT_FP32, p, q), list(tensors),
+                      ((16, 32), torch.float32), tile=None, cube=([16, 16], [64, 128], [16, 16]))
+
+    with pytest.raises(pypto.ConstraintViolation, match=r"C-API-07.*DAV_3510 only"):
+        call(a, b, sa, sb)
+    monkeypatch.setattr(interp_platform, "profile", PROFILES["DAV_3510"])
+    call(a, b, sa, sb)
+    with pytest.raises(pypto.ConstraintViolation, match=r"C-API-06.*scales 3-D"):
+        call(a, b, sa.reshape(16, 4), sb.reshape(2, 64))
+    with pytest.raises(pypto.ConstraintViolation, match=r"C-API-06.*K=96 is not a multiple of 64"):
+        call(a[:, :96].contiguous(), b[:96].contiguous(), sa, sb)
+    with pytest.raises(pypto.ConstraintViolation, match=r"C-API-06.*do not match"):
+        call(a, b, torch.ones(16, 4, 1, dtype=e8m0), sb)
 
 
 # --- layout ----------------------------------------------------------------------------------------

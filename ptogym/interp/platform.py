@@ -7,6 +7,7 @@ marked as such, so that kernels branching on ``npuarch`` can be exercised.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -70,3 +71,15 @@ def set_platform(npuarch: str) -> None:
     if npuarch not in PROFILES:
         raise ValueError(f"npuarch: unknown platform {npuarch!r}; known: {sorted(PROFILES)}")
     platform.profile = PROFILES[npuarch]
+
+
+@contextlib.contextmanager
+def using_platform(npuarch: str):
+    """Run the body against another profile (an operator built for one platform only),
+    then restore the one selected before."""
+    previous = platform.profile
+    set_platform(npuarch)
+    try:
+        yield
+    finally:
+        platform.profile = previous

@@ -175,6 +175,10 @@ def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor
         note_operand(t)
     if not mat_a.dtype.name.startswith("DT_FP8") or mat_a.dtype is not mat_b.dtype:
         violation("C-API-02", f"pypto.scaled_mm: {mat_a.dtype} x {mat_b.dtype}; needs one fp8 type on both sides")
+    if platform.profile.npuarch != "DAV_3510":
+        violation("C-API-07", f"pypto.scaled_mm: {mat_a.dtype} operands on {platform.profile.npuarch}; pypto 0.2.0 "
+                              f"traces fp8 scaled_mm for DAV_3510 only (FC3000)")
+    _check_scaled_shapes(mat_a, mat_b, scale_a, scale_b, (a_trans, b_trans, scale_a_trans, scale_b_trans))
     a = (mat_a.data.transpose(-1, -2) if a_trans else mat_a.data).to(torch.float32)  # [M, K]
     b = (mat_b.data.transpose(-1, -2) if b_trans else mat_b.data).to(torch.float32)  # [K, N]
     sa = _scale_matrix(scale_a.data, scale_a_trans, for_a=True)  # [M, K/g]
@@ -189,14 +193,32 @@ def scaled_mm(mat_a: Tensor, mat_b: Tensor, out_dtype: DataType, scale_a: Tensor
     return wrap(out, out_dtype, _static_mm_shape(mat_a, mat_b, a_trans, b_trans))
 
 
+def _check_scaled_shapes(mat_a: Tensor, mat_b: Tensor, scale_a: Tensor, scale_b: Tensor, trans) -> None:
+    """pypto 0.2.0's scaled_mm front end (``op/matmul.py``): 2-D matrices, 3-D scales
+    scale_a [M, K/64, 2] and scale_b [K/64, N, 2] (first two axes swapped by
+    ``scale_*_trans``), K a multiple of 64."""
+    a_trans, b_trans, sa_trans, sb_trans = trans
+    if mat_a.dim() != 2 or mat_b.dim() != 2 or scale_a.dim() != 3 or scale_b.dim() != 3:
+        violation("C-API-06", f"pypto.scaled_mm: matrices must be 2-D and scales 3-D, got {mat_a.dim()}-D x "
+                              f"{mat_b.dim()}-D with {scale_a.dim()}-D / {scale_b.dim()}-D scales")
+        return
+    m, k = reversed(mat_a.data.shape) if a_trans else mat_a.data.shape
+    n = mat_b.data.shape[0] if b_trans else mat_b.data.shape[1]
+    sa, sb = list(scale_a.data.shape), list(scale_b.data.shape)
+    (sa_m, sa_k), (sb_k, sb_n) = (sa[1::-1] if sa_trans else sa[:2]), (sb[1::-1] if sb_trans else sb[:2])
+    problems = [f"K={k} is not a multiple of 64"] if k % 64 else []
+    if (sa_m, sa_k, sa[2]) != (m, k // 64, 2) or (sb_k, sb_n, sb[2]) != (k // 64, n, 2):
+        problems.append(f"scales {sa} / {sb} (trans {sa_trans}/{sb_trans}) do not match [M={m}, K/64={k // 64}, 2] / "
+                        f"[K/64, N={n}, 2]")
+    if problems:
+        violation("C-API-06", f"pypto.scaled_mm: {'; '.join(problems)}")
+
+
 def _scale_matrix(scale: torch.Tensor, trans: bool, for_a: bool) -> torch.Tensor:
     """Block scales as [M, K/g] (A) or [K/g, N] (B).  pypto's layout is 3-D: scale_a
     [M, K/64, 2], scale_b [K/64, N, 2] (``*_trans`` swaps the first two axes), the
-    K/32 entries each covering 32 consecutive K elements; 2-D scales are taken as
-    [M, K/g] / [K/g, N] (transposed with ``*_trans``)."""
+    K/32 entries each covering 32 consecutive K elements."""
     s = scale.to(torch.float32)
-    if s.dim() != 3:
-        return s.transpose(-1, -2) if trans else s
     if trans:
         s = s.transpose(0, 1)
     if for_a:

@@ -19,12 +19,15 @@ layout, the cube's b_trans):
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ptogym.atoms import host, measure
 from ptogym.atoms.linear import n_tile_for
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
+from ptogym.interp.platform import using_platform
 from ptogym.ops import OpSpec
 
 from . import kernel
@@ -139,7 +142,16 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
               "has_bias": bias is not None,
               "n_tile": n_tile_for(rows.shape[0], n, max(kernel.UNROLL)), **kernel.VARIANTS.get(variant, {})}
-    return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
+    with _platform_for(quant_mode, backend.name):
+        return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
+
+
+def _platform_for(quant_mode, backend_name: str):
+    """mxfp8 is an A5 (DAV_3510) kernel: the interpreter checks it against that profile,
+    as pypto 0.2.0 traces fp8 scaled_mm for DAV_3510 only."""
+    if quant_mode == "mxfp8" and backend_name == "interp":
+        return using_platform("DAV_3510")
+    return contextlib.nullcontext()
 
 
 @torch.library.custom_op("ptogym::linear", mutates_args=())
