@@ -421,6 +421,33 @@ def test_cast_int32_to_int8_wraps_or_clamps():
     assert off[0, :3].tolist() == [-56, 56, 44] and on[0, :3].tolist() == [127, -128, 127]
 
 
+def test_cast_every_fp16_to_int8_trunc_saturated():
+    """The quantisation chain's last step over all 65536 fp16 bit patterns, against
+    Python's trunc and clamp (NaN -> 0): the interpreter clamps in fp32 without a trunc."""
+    x = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(torch.float16).reshape(-1, 64)
+    expected = [0 if math.isnan(v) else max(-128, min(127, math.trunc(v) if math.isfinite(v) else v))
+                for v in x.double().reshape(-1).tolist()]
+    ref = torch.tensor(expected, dtype=torch.int8).reshape(x.shape)
+    got = run_op(lambda t: pypto.cast(t, pypto.DT_INT8, pypto.CastMode.CAST_TRUNC, pypto.SaturationMode.ON),
+                 [x], ref, tile=(x.shape[0], 64))
+    assert_same(got, ref)
+
+
+def test_cast_int32_to_fp16_rounds_once():
+    """int32 -> fp16 (the interpreter goes through fp32) against numpy's one rounding,
+    across fp16's overflow threshold (65520 rounds to inf, 65519 to 65504) and int32's ends."""
+    import numpy as np
+
+    values = list(range(-66000, 66000, 7)) + [65519, 65520, -65519, -65520, 2**24 + 1, 2**31 - 1, -2**31]
+    values += [0] * ((-len(values)) % 64)
+    x = torch.tensor(values, dtype=torch.int32).reshape(-1, 64)
+    with np.errstate(over="ignore"):
+        ref = torch.from_numpy(np.array(values, dtype=np.int64).astype(np.float16)).reshape(x.shape)
+    got = run_op(lambda t: pypto.cast(t, pypto.DT_FP16, pypto.CastMode.CAST_ROUND), [x], ref,
+                 tile=(x.shape[0], 64))
+    assert_same(got, ref)
+
+
 def test_cast_int_to_float_and_same_dtype_identity():
     x = torch.arange(512, dtype=torch.int32).reshape(SHAPE) * 1001
     ref = x.to(torch.bfloat16)
