@@ -17,6 +17,7 @@ import torch
 
 from ptogym import probe
 from ptogym.interp import trace
+from ptogym.verify.cases import Case
 from ptogym.verify.runner import open_backend, run_case
 from ptogym.workflow.bisect import match_probes, run_bisect
 from ptogym.workflow.inventory import check_inventory, read_inventory
@@ -219,7 +220,7 @@ def _records(*specs):
 
 
 def test_matching_by_label_and_stacking_tiles():
-    case = type("Case", (), {"rtol": 1e-6, "atol": 1e-6, "max_error_ratio": 0.0})()
+    case = Case(op="o", id="l", description="d", seed=0, inputs={}, rtol=1e-6, atol=1e-6)
     full = torch.arange(12.0).reshape(2, 3, 2)
     records = _records(("mul", 1, "scaled", full.reshape(6, 2)[:4]), ("add", 1, "other", torch.zeros(1)),
                        ("mul", 1, "scaled", full.reshape(6, 2)[4:]))

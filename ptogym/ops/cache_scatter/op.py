@@ -196,6 +196,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("cache",),
     input_names=("cache", "values", "slot_mapping"),
     attr_names=("padding",),
     writes=("cache",),
