@@ -249,12 +249,15 @@ def test_an_output_without_entry_or_default_is_named(tmp_path):
         case.tolerance("rstd")
 
 
-def test_boundary_tolerance_of_an_intermediate_is_the_loosest_output_bound():
+def test_stage_and_bisect_hold_tensors_to_the_loosest_output_bound():
     case = Case(op="o", id="l", description="d", seed=0, inputs={}, tolerances={
         "y": Tolerance(0.01, 1e-3, 0.005, 0, "r", "tolerances.y"), "q": Tolerance(0, 0, 0, 1, "r", "tolerances.q")})
-    loose = case.boundary_tolerance("normed")
+    loose = case.boundary_tolerance()
     assert loose.bounds() == {"rtol": 0.01, "atol": 1e-3, "max_error_ratio": 0.005, "int_tolerance": 1}
-    assert case.boundary_tolerance("q") is case.tolerances["q"]
+    assert loose.source == "loosest output tolerance"
+    with_default = Case(op="o", id="l", description="d", seed=0, inputs={}, rtol=0.1, atol=0.2,
+                        tolerances=case.tolerances)
+    assert with_default.boundary_tolerance().bounds()["atol"] == 0.2
 
 
 @pytest.mark.parametrize("where, entry, field, fragment", [

@@ -60,6 +60,9 @@ def test_scaffold_runs_lints_and_stages_out_of_the_box(tmp_path):
         result = run_case(package.spec, package.case(level), open_backend("interp"))
         assert result.status == "PASS", result.report()
         assert result.outputs["y"].max_diff == 0  # x * 8 is exact
+        assert result.tolerances["y"].reason and result.tolerances["y"].source.endswith("tolerances.y")
+    assert not package.case("level0").has_default  # the per-output form, no level-wide bounds
+    assert package.case("level1").tolerance("y").source == "level1.tolerances.y"
     code, lines = _cli("lint", str(package_dir))
     assert code == 0 and lines[-1].startswith("[LINT_PASS] 8 file(s)")
     code, lines = _cli("stage", str(package_dir))

@@ -141,7 +141,7 @@ def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
             match.records = tiles
             if placed is not None:
                 match.result = detailed_tensor_compare(placed, expected, name,
-                                                       **case.boundary_tolerance(name).bounds())
+                                                       **case.boundary_tolerance().bounds())
                 match.status = "PASS" if match.result.all_close else "FAIL"
                 break
             shapes = sorted({tuple(t.data.shape) for t in tiles})

@@ -81,7 +81,7 @@ def _compare_outputs(entry: ModuleEntry, outputs, boundaries: dict, case) -> Non
         return
     failing = []
     for name, actual in produced.items():
-        result = detailed_tensor_compare(actual, boundaries[name], name, **case.boundary_tolerance(name).bounds())
+        result = detailed_tensor_compare(actual, boundaries[name], name, **case.boundary_tolerance().bounds())
         entry.outputs.append({"name": name, "max_diff": result.max_diff, "ratio": result.out_of_tolerance_ratio,
                               "all_close": result.all_close})
         if not result.all_close:
