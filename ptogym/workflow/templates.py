@@ -245,8 +245,8 @@ tail block marked with `valid_shape`.  Replace with the operator's real design.
 ''')
 
 # Each output's tolerance with its reason (cases.json "tolerances"); a level replaces an
-# entry where its dtype needs another bound.  Staged module boundaries (intermediates)
-# (ptogym stage) are held to the loosest output bound (Case.boundary_tolerance).
+# entry where its dtype needs another bound.  `ptogym stage` holds the staged modules'
+# boundary tensors (intermediates) to the loosest output bound (Case.boundary_tolerance).
 CASES_TOLERANCES = {
     "y": {"rtol": 1e-5, "atol": 1e-5,
           "reason": "fp32 y: a few fp32 ulp (placeholder: state the bound your kernel's numerics justify, and why)"},
