@@ -27,13 +27,16 @@ class StorageRecord:
     written: torch.Tensor | None = None
     fully_written: bool = False
 
+    def __post_init__(self):
+        self.whole = tuple(slice(0, n) for n in self.shape)  # the region of the whole storage
+
     def mark_written(self, region, device) -> None:
         if self.fully_written:
             return
         if self.written is None:
             self.written = torch.zeros(self.shape, dtype=torch.bool, device=device)
         self.written[region] = True
-        if region == tuple(slice(0, n) for n in self.shape):
+        if region == self.whole:
             self.fully_written = True
 
     def unwritten_count(self, region=None) -> int:

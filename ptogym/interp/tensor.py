@@ -356,20 +356,23 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
                                    f"{dst.name!r}")
     if src.dtype is not dst.dtype:
         violation("C-API-01", f"{op} of a {src.dtype} tile into {dst.dtype} {dst.name!r}; cast first")
-    starts = [value_of(o) for o in offsets]
     extent = list(src.data.shape)
     limit = list(dst.data.shape)
-    for axis in range(rank):
-        if starts[axis] < 0 or starts[axis] + extent[axis] > limit[axis]:
-            violation("C-ASSEMBLE-01", f"{op} into {dst.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + tile "
-                                       f"{extent[axis]} > {limit[axis]} (tile {extent}, destination {limit})")
-    region = tuple(slice(s, min(s + e, n)) for s, e, n in zip(starts, extent, limit))
+    region, clipped = [], False
+    for axis, (offset, e, n) in enumerate(zip(offsets, extent, limit)):
+        start = value_of(offset)
+        if start < 0 or start + e > n:
+            violation("C-ASSEMBLE-01", f"{op} into {dst.name!r} axis {axis}: offset {_fmt1(offset)} + tile "
+                                       f"{e} > {n} (tile {extent}, destination {limit})")
+            clipped = True  # only lenient() gets here: the part inside the destination is written
+        region.append(slice(start, min(start + e, n)))
+    region = tuple(region)
     record = dst.record
     if record is not None and record.kind == "param" and op != "element":  # SetTensorData is no assemble
         record.assembled = True
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
-    data = src.data[tuple(slice(0, r.stop - r.start) for r in region)]
+    data = src.data[tuple(slice(0, max(0, r.stop - r.start)) for r in region)] if clipped else src.data
     dst.data[region].copy_(data)
     if record is not None:
         record.mark_written(_compose(dst.region, region), dst.data.device)

@@ -50,8 +50,10 @@ def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
 
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
-    check_dynamic_outside_loop(op, *tensors)
-    tile = runtime.current().vec_tile
+    run = runtime.current()
+    if run.loop_depth == 0:  # (hot: inside loops there is nothing to check)
+        check_dynamic_outside_loop(op, *tensors)
+    tile = run.vec_tile
     signature = (op, tile, platform.profile, *[(_static(t), t.dtype) for t in tensors])
     if signature in _checked:
         return
