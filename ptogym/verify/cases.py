@@ -98,9 +98,9 @@ class Tolerance:
         return {**self.bounds(), "reason": self.reason, "source": self.source}
 
     def describe(self) -> str:
-        """``rtol=0.0078125 atol=0.001 max_error_ratio=0.005 [tolerances.y]: reason``"""
-        bounds = " ".join(f"{name}={value}" for name, value in self.bounds().items()
-                          if value or name in ("rtol", "atol"))
+        """``rtol=0.0078125 atol=0.001 max_error_ratio=0.005 [tolerances.y]: reason``; the
+        bounds that are not 0, or ``exact``."""
+        bounds = " ".join(f"{name}={value}" for name, value in self.bounds().items() if value) or "exact"
         return f"{bounds} [{self.source}]" + (f": {self.reason}" if self.reason else "")
 
 
