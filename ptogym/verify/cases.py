@@ -88,7 +88,7 @@ class Tolerance:
     max_error_ratio: float = 0.0
     int_tolerance: int = 0
     reason: str = ""
-    source: str = ""  # "tolerances.y", "levels[level4].tolerances.y" or LEVEL_DEFAULT
+    source: str = ""  # "tolerances.y" (the file's entry), "level4.tolerances.y" (a level's) or LEVEL_DEFAULT
 
     def bounds(self) -> dict[str, float | int]:
         """The keyword arguments of ``detailed_tensor_compare``."""
@@ -398,7 +398,8 @@ def _parse_tolerances(value: Any, case_name: str | None, field_name: str, spec,
             if name in entry and (problem := _TOLERANCE_CHECKS[name](entry[name])):
                 problems.add(case_name, f"{where}.{name}", problem)
         if len(problems.lines) == before:
-            bounds = {name: entry[name] for name in _BOUNDS if name in entry}
+            bounds = {name: entry[name] if name == "int_tolerance" else float(entry[name])
+                      for name in _BOUNDS if name in entry}
             parsed[output] = Tolerance(**bounds, reason=entry["reason"], source=where)
     return parsed
 
