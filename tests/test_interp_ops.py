@@ -669,6 +669,37 @@ def test_index_select_gather_scatter_update(dtype):
     assert not torch.equal(got, x)
 
 
+def test_scatter_update_value_is_what_it_was_at_the_scatter():
+    """The interpreter computes scatter_update's value when it is read (moved back into
+    its base it writes only the rows): a value read after its base or its rows were
+    written is still the one at the scatter."""
+    @pypto.frontend.jit()
+    def kernel(cache: pypto.Tensor([8, 64], pypto.DT_FP32), rows: pypto.Tensor([2, 64], pypto.DT_FP32),
+               index: pypto.Tensor([2, 1], pypto.DT_INT32), before_move: pypto.Tensor([8, 64], pypto.DT_FP32),
+               before_rows: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        first = pypto.scatter_update(cache, -2, index, rows)
+        cache.move(pypto.scatter_update(cache, -2, index, pypto.mul(rows, 2.0)))  # writes only two rows
+        second = pypto.scatter_update(cache, -2, index, rows)
+        pypto.assemble(pypto.full([2, 64], -1.0, pypto.DT_FP32), [0, 0], rows)
+        before_move.move(first)
+        before_rows.move(second)
+
+    cache, rows = rand(torch.float32, seed=50), rand(torch.float32, (2, 64), seed=51)
+    index = torch.tensor([[5], [2]], dtype=torch.int32)
+    start, rows0 = cache.clone(), rows.clone()
+    before_move, before_rows = torch.zeros_like(cache), torch.zeros_like(cache)
+    kernel(cache, rows, index, before_move, before_rows)
+    expected = start.clone()
+    expected[[5, 2]] = rows0 * 2
+    assert_same(cache, expected)
+    expected_first = start.clone()
+    expected_first[[5, 2]] = rows0
+    assert_same(before_move, expected_first)
+    assert_same(before_rows, expected_first)  # cache rows 5, 2 replaced again by rows as they were
+    assert (rows == -1).all()
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_reshape_inplace_and_copy(dtype):
     x = rand(dtype, seed=48)
