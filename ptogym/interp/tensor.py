@@ -274,21 +274,22 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
                                f"valid_shape {_fmt(valid_shape)}")
     shape = [value_of(d) for d in shape]
     _check_unrolled_extent(input, shape, offsets)
-    starts = [value_of(o) for o in offsets]
     valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
-    # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
-    source = [max(value_of(d), n) for d, n in zip(input._shape, input.data.shape)]
-    for axis in range(rank):
-        if starts[axis] < 0 or valid[axis] < 0 or valid[axis] > shape[axis]:
-            violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])}, "
-                                   f"valid {_fmt1(valid[axis])}, shape {shape[axis]}")
-        if starts[axis] + valid[axis] > source[axis]:
-            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + extent "
-                                   f"{valid[axis]} > {source[axis]} (source {source}, view shape {shape}, "
+    region = []  # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
+    for axis, (offset, size, extent, declared, n) in enumerate(zip(offsets, shape, valid, input._shape,
+                                                                     input.data.shape)):
+        start = value_of(offset)
+        if start < 0 or extent < 0 or extent > size:
+            violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)}, "
+                                   f"valid {_fmt1(extent)}, shape {size}")
+        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+        if start + extent > max(value_of(declared), n):
+            source = [max(value_of(d), m) for d, m in zip(input._shape, input.data.shape)]
+            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
+                                   f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
                                    f"valid_shape {_fmt(valid_shape)})")
-    # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
-    ends = [min(s + v, n) for s, v, n in zip(starts, valid, input.data.shape)]
-    region = tuple(slice(s, max(s, e)) for s, e in zip(starts, ends))
+        region.append(slice(start, max(start, min(start + extent, n))))
+    region = tuple(region)
     _note_read(input, region, "view")
     data = input.data[region]
     if dtype is not None and dtype is not input.dtype:
