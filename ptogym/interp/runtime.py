@@ -33,11 +33,12 @@ class StorageRecord:
     def mark_written(self, region, device) -> None:
         if self.fully_written:
             return
+        if region == self.whole:  # no mask needed from here on
+            self.fully_written = True
+            return
         if self.written is None:
             self.written = torch.zeros(self.shape, dtype=torch.bool, device=device)
         self.written[region] = True
-        if region == self.whole:
-            self.fully_written = True
 
     def unwritten_count(self, region=None) -> int:
         if self.fully_written:
@@ -88,7 +89,7 @@ class KernelRun:
         for record in self.records:
             if record.kind != "param" or record.read:
                 continue
-            if not record.assembled and record.written is None:
+            if not record.assembled and record.written is None and not record.fully_written:
                 advise("A-OUT-01", f"parameter {record.name} {list(record.shape)} is never read or written",
                        location)
                 continue
