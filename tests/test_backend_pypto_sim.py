@@ -306,9 +306,7 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim, fresh_wor
                     "the interpreter threshold: cost only")
     assert set(actual) == set(expected)
     for name in expected:
-        result = detailed_tensor_compare(actual[name], expected[name], name, rtol=case.rtol,
-                                         atol=case.atol, max_error_ratio=case.max_error_ratio,
-                                         int_tolerance=case.int_tolerance)
+        result = detailed_tensor_compare(actual[name], expected[name], name, **case.tolerance(name).bounds())
         assert result.all_close, f"{op_name}.{name}: pypto-sim vs interp\n{result}"
 
 

@@ -11,6 +11,7 @@ import torch
 from ptogym import ops
 from ptogym.ops import OpSpec
 from ptogym.verify import Case, CaseFileError, TensorSpec, load_cases, parse_dtype
+from ptogym.verify.cases import LEVEL_DEFAULT, Tolerance
 
 LEVEL = {
     "id": "level0", "description": "small smoke", "seed": 0,
@@ -113,7 +114,7 @@ def test_unknown_and_missing_top_level_fields(tmp_path):
     path = write(tmp_path, {"op": "fake_norm", "level": []})
     assert errors_of(path) == [
         f"{path}: field 'levels': missing",
-        f"{path}: field 'level': unknown field; allowed: op, levels, required_levels",
+        f"{path}: field 'level': unknown field; allowed: op, levels, required_levels, tolerances",
     ]
 
 
@@ -210,6 +211,112 @@ def test_all_errors_are_reported_at_once(tmp_path):
     assert any("case 'level0': field 'rtol': missing" in e for e in errors)
     assert any("case 'level1': field 'tags'" in e for e in errors)
     assert any("field 'extra': unknown field" in e for e in errors)
+
+
+# ------------------------------------------------------------------ per-output tolerances
+Y_TOLERANCE = {"rtol": 0.0078125, "atol": 1e-3, "max_error_ratio": 0.005, "reason": "bf16 y: one ulp"}
+RSTD_TOLERANCE = {"rtol": 1e-6, "atol": 0, "reason": "fp32 rstd: summation order"}
+
+
+def per_output_document(**level_changes) -> dict:
+    """DOCUMENT with per-output tolerances in place of level0's default bounds."""
+    defaults = dict.fromkeys(("rtol", "atol", "max_error_ratio", "int_tolerance"), ...)
+    document = with_level(**{**defaults, **level_changes})
+    document["tolerances"] = {"y": dict(Y_TOLERANCE), "rstd": dict(RSTD_TOLERANCE)}
+    return document
+
+
+def test_per_output_tolerances_resolve_level_entry_then_file_entry_then_level_default(tmp_path):
+    document = per_output_document(tolerances={"rstd": {"rtol": 1e-5, "reason": "fp16 input"}})
+    path = write(tmp_path, document)
+    level0, level1 = load_cases(path, make_spec(path, output_names=("y", "rstd")))
+    assert level0.rtol is None and level0.atol is None and not level0.has_default
+    assert level0.tolerance("y") == Tolerance(0.0078125, 1e-3, 0.005, 0, "bf16 y: one ulp", "tolerances.y")
+    assert level0.tolerance("rstd") == Tolerance(1e-5, 0.0, 0.0, 0, "fp16 input", "level0.tolerances.rstd")
+    assert level1.tolerance("rstd").source == "tolerances.rstd"  # the override is level0's only
+    del document["tolerances"]["rstd"]
+    path = write(tmp_path, document)
+    level1 = load_cases(path, make_spec(path, output_names=("y", "rstd")))[1]
+    assert level1.tolerance("rstd") == Tolerance(0.02, 0.0, 0.0, 0, level1.tolerance("rstd").reason, LEVEL_DEFAULT)
+    assert level1.tolerance("rstd").bounds() == {"rtol": 0.02, "atol": 0.0, "max_error_ratio": 0.0,
+                                                 "int_tolerance": 0}
+
+
+def test_an_output_without_entry_or_default_is_named(tmp_path):
+    case = Case(op="o", id="l", description="d", seed=0, inputs={}, path=Path("c.json"),
+                tolerances={"y": Tolerance(0.01, 0.01, reason="r", source="tolerances.y")})
+    with pytest.raises(KeyError, match=r"c.json: case 'l': field 'tolerances': output 'rstd' has no tolerance"):
+        case.tolerance("rstd")
+
+
+def test_stage_and_bisect_hold_tensors_to_the_loosest_output_bound():
+    case = Case(op="o", id="l", description="d", seed=0, inputs={}, tolerances={
+        "y": Tolerance(0.01, 1e-3, 0.005, 0, "r", "tolerances.y"), "q": Tolerance(0, 0, 0, 1, "r", "tolerances.q")})
+    loose = case.boundary_tolerance()
+    assert loose.bounds() == {"rtol": 0.01, "atol": 1e-3, "max_error_ratio": 0.005, "int_tolerance": 1}
+    assert loose.source == "loosest output tolerance"
+    with_default = Case(op="o", id="l", description="d", seed=0, inputs={}, rtol=0.1, atol=0.2,
+                        tolerances=case.tolerances)
+    assert with_default.boundary_tolerance().bounds()["atol"] == 0.2
+
+
+@pytest.mark.parametrize("where, entry, field, fragment", [
+    ("file", {"y": {"rtol": 0.01, "atol": 0.01}}, "tolerances.y.reason", "missing"),
+    ("file", {"y": {**Y_TOLERANCE, "reason": ""}}, "tolerances.y.reason", "must be a non-empty string"),
+    ("file", {"y": {**Y_TOLERANCE, "rel": 0.1}}, "tolerances.y.rel", "unknown field; allowed: rtol, atol"),
+    ("file", {"y": {**Y_TOLERANCE, "rtol": "1e-3"}}, "tolerances.y.rtol", "must be a finite number"),
+    ("file", {"y": {**Y_TOLERANCE, "max_error_ratio": 2}}, "tolerances.y.max_error_ratio", "must be in [0, 1.0]"),
+    ("file", {"y": {**Y_TOLERANCE, "int_tolerance": -1}}, "tolerances.y.int_tolerance", "must be >= 0"),
+    ("file", {"z": Y_TOLERANCE}, "tolerances.z", "fake_norm has no output 'z'; its outputs: y, rstd"),
+    ("file", {"y": 0.01}, "tolerances.y", "must be a JSON object"),
+    ("file", [Y_TOLERANCE], "tolerances", "must be a JSON object"),
+    ("level", {"y": {"rtol": 0.01}}, "tolerances.y.reason", "missing"),
+    ("level", {"x_int8": Y_TOLERANCE}, "tolerances.x_int8", "fake_norm has no output 'x_int8'"),
+])
+def test_tolerance_errors_name_file_case_and_field(tmp_path, where, entry, field, fragment):
+    document = per_output_document()
+    if where == "file":
+        document["tolerances"] = {**document["tolerances"], **entry} if isinstance(entry, dict) else entry
+    else:
+        document["levels"][0]["tolerances"] = entry
+    path = write(tmp_path, document)
+    errors = errors_of(path, make_spec(path, output_names=("y", "rstd")))
+    case = "" if where == "file" else "case 'level0': "
+    assert any(e.startswith(f"{path}: {case}field '{field}': ") and fragment in e for e in errors), errors
+    if isinstance(entry, dict):  # a bad entry still covers its output: one problem, one error
+        assert len(errors) == 1, errors
+
+
+def test_levels_need_a_default_for_outputs_without_an_entry(tmp_path):
+    document = per_output_document()
+    del document["tolerances"]["rstd"]
+    path = write(tmp_path, document)
+    assert errors_of(path, make_spec(path, output_names=("y", "rstd"))) == [
+        f"{path}: case 'level0': field 'tolerances': output(s) rstd have no tolerance: add tolerances.<output> "
+        "with a reason, or the level's rtol and atol"]
+    assert load_cases(path, make_spec(path))  # output_names not declared: the runner checks at run time
+
+
+@pytest.mark.parametrize("changes, field, fragment", [
+    ({"atol": 0.01}, "rtol", "missing (atol and rtol give the level's default bounds together)"),
+    ({"int_tolerance": 1}, "int_tolerance", "only with the level's rtol and atol (a default for outputs without "
+                                            "an entry); put it in tolerances.<output> instead"),
+])
+def test_default_bounds_come_together(tmp_path, changes, field, fragment):
+    path = write(tmp_path, per_output_document(**changes))
+    assert errors_of(path, make_spec(path, output_names=("y", "rstd"))) == [
+        f"{path}: case 'level0': field '{field}': {fragment}"]
+
+
+def test_every_shipped_operator_states_each_output_tolerance_with_a_reason():
+    """No shipped level falls back to a level default: each output has its own entry."""
+    for name in ops.OP_NAMES:
+        spec = ops.get_op(name)
+        assert spec.output_names, f"{name}: SPEC.output_names is not declared"
+        for case in load_cases(spec.cases_path, spec):
+            for output in spec.output_names:
+                tolerance = case.tolerance(output)
+                assert tolerance.source != LEVEL_DEFAULT and tolerance.reason, (name, case.id, output)
 
 
 # ------------------------------------------------------------------ issue 9 regressions

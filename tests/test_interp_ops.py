@@ -422,6 +422,33 @@ def test_cast_int32_to_int8_wraps_or_clamps():
     assert off[0, :3].tolist() == [-56, 56, 44] and on[0, :3].tolist() == [127, -128, 127]
 
 
+def test_cast_every_fp16_to_int8_trunc_saturated():
+    """The quantisation chain's last step over all 65536 fp16 bit patterns, against
+    Python's trunc and clamp (NaN -> 0): the interpreter clamps in fp32 without a trunc."""
+    x = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(torch.float16).reshape(-1, 64)
+    expected = [0 if math.isnan(v) else max(-128, min(127, math.trunc(v) if math.isfinite(v) else v))
+                for v in x.double().reshape(-1).tolist()]
+    ref = torch.tensor(expected, dtype=torch.int8).reshape(x.shape)
+    got = run_op(lambda t: pypto.cast(t, pypto.DT_INT8, pypto.CastMode.CAST_TRUNC, pypto.SaturationMode.ON),
+                 [x], ref, tile=(x.shape[0], 64))
+    assert_same(got, ref)
+
+
+def test_cast_int32_to_fp16_rounds_once():
+    """int32 -> fp16 (the interpreter goes through fp32) against numpy's one rounding,
+    across fp16's overflow threshold (65520 rounds to inf, 65519 to 65504) and int32's ends."""
+    import numpy as np
+
+    values = list(range(-66000, 66000, 7)) + [65519, 65520, -65519, -65520, 2**24 + 1, 2**31 - 1, -2**31]
+    values += [0] * ((-len(values)) % 64)
+    x = torch.tensor(values, dtype=torch.int32).reshape(-1, 64)
+    with np.errstate(over="ignore"):
+        ref = torch.from_numpy(np.array(values, dtype=np.int64).astype(np.float16)).reshape(x.shape)
+    got = run_op(lambda t: pypto.cast(t, pypto.DT_FP16, pypto.CastMode.CAST_ROUND), [x], ref,
+                 tile=(x.shape[0], 64))
+    assert_same(got, ref)
+
+
 def test_cast_int_to_float_and_same_dtype_identity():
     x = torch.arange(512, dtype=torch.int32).reshape(SHAPE) * 1001
     ref = x.to(torch.bfloat16)
@@ -665,6 +692,37 @@ def test_index_select_gather_scatter_update(dtype):
     got = run_op(lambda t, i, s: pypto.scatter_update(t, -2, i, s), [x, rows, src], ref)
     assert_same(got, ref)
     assert not torch.equal(got, x)
+
+
+def test_scatter_update_value_is_what_it_was_at_the_scatter():
+    """The interpreter computes scatter_update's value when it is read (moved back into
+    its base it writes only the rows): a value read after its base or its rows were
+    written is still the one at the scatter."""
+    @pypto.frontend.jit()
+    def kernel(cache: pypto.Tensor([8, 64], pypto.DT_FP32), rows: pypto.Tensor([2, 64], pypto.DT_FP32),
+               index: pypto.Tensor([2, 1], pypto.DT_INT32), before_move: pypto.Tensor([8, 64], pypto.DT_FP32),
+               before_rows: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        first = pypto.scatter_update(cache, -2, index, rows)
+        cache.move(pypto.scatter_update(cache, -2, index, pypto.mul(rows, 2.0)))  # writes only two rows
+        second = pypto.scatter_update(cache, -2, index, rows)
+        pypto.assemble(pypto.full([2, 64], -1.0, pypto.DT_FP32), [0, 0], rows)
+        before_move.move(first)
+        before_rows.move(second)
+
+    cache, rows = rand(torch.float32, seed=50), rand(torch.float32, (2, 64), seed=51)
+    index = torch.tensor([[5], [2]], dtype=torch.int32)
+    start, rows0 = cache.clone(), rows.clone()
+    before_move, before_rows = torch.zeros_like(cache), torch.zeros_like(cache)
+    kernel(cache, rows, index, before_move, before_rows)
+    expected = start.clone()
+    expected[[5, 2]] = rows0 * 2
+    assert_same(cache, expected)
+    expected_first = start.clone()
+    expected_first[[5, 2]] = rows0
+    assert_same(before_move, expected_first)
+    assert_same(before_rows, expected_first)  # cache rows 5, 2 replaced again by rows as they were
+    assert (rows == -1).all()
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

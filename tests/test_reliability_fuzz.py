@@ -157,7 +157,7 @@ _JSON_VALUES = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=6)
 _LEVEL_KEYS = ["id", "description", "seed", "inputs", "attrs", "rtol", "atol", "max_error_ratio",
-               "int_tolerance", "tags", "epsilon", "shape"]
+               "int_tolerance", "tolerances", "tags", "epsilon", "shape"]
 _DIMS = st.sampled_from([0, 1, 2, 3, 16, 256, 4096, 7168, 2**31, 2**40, -1])
 _DTYPES = st.sampled_from(["bfloat16", "float16", "float32", "float64", "int8", "bool", "float8_e4m3fn", "bf16", ""])
 
@@ -165,7 +165,13 @@ _DTYPES = st.sampled_from(["bfloat16", "float16", "float32", "float64", "int8", 
 @st.composite
 def mutations(draw):
     """(path of keys, new value or ... for delete) applied to the one-level document."""
-    where = draw(st.sampled_from(["level", "level", "attrs", "input", "top"]))
+    where = draw(st.sampled_from(["level", "level", "attrs", "input", "top", "tolerance"]))
+    if where == "tolerance":  # a file entry or a level's replacement, per output
+        scope = draw(st.sampled_from([["tolerances"], ["levels", 0, "tolerances"]]))
+        output = draw(st.sampled_from(["y", "x_add", "rstd", "z"]))
+        field = draw(st.sampled_from(["rtol", "atol", "max_error_ratio", "int_tolerance", "reason", "extra"]))
+        value = st.sampled_from([-1, 0, 1, 1e-2, 2, math.inf, "", "why"]) | _JSON_VALUES
+        return [*scope, output, field], draw(value | st.just(...))
     if where == "attrs":
         return ["levels", 0, "attrs", draw(st.sampled_from(["eps", "epsilon", "scale"]))], draw(
             st.sampled_from([1e-6, 0, -1.0, 1e300, "x", None, [1], 10**400]) | _JSON_VALUES)
@@ -176,7 +182,8 @@ def mutations(draw):
                  "layout": _JSON_VALUES}[field]
         return ["levels", 0, "inputs", name, field], draw(value | st.just(...))
     if where == "top":
-        return [draw(st.sampled_from(["op", "levels", "required_levels", "extra"]))], draw(_JSON_VALUES | st.just(...))
+        return [draw(st.sampled_from(["op", "levels", "required_levels", "tolerances", "extra"]))], draw(
+            _JSON_VALUES | st.just(...))
     key = draw(st.sampled_from(_LEVEL_KEYS))
     special = {"seed": st.sampled_from([-1, 0, 2**64 - 1, 2**64, 1.5, "0"]),
                "rtol": st.sampled_from([-1, 0, 1e-2, math.inf, "0.1"])}.get(key, st.nothing())

@@ -120,7 +120,9 @@ def test_all_cases_pass(install_op, ptogym_cli, capsys):
     assert lines[-2] == "fake_add [fake]: 2 passed, 0 failed, 0 errors"
     assert progress(lines[0]) == "[1/2] fake_add level0 on fake ... (elapsed Xs)"
     assert lines[1].startswith("level0  a:float32[4,8] b:float32[4,8]  PASS  out max_abs=0 max_rel=0  ")
-    assert progress(lines[2]) == "[2/2] fake_add level1 on fake ... (elapsed Xs)"
+    assert lines[2] == ("  out: within rtol=0.001 atol=0.001 [level default]: the level's default bounds "
+                        "(no entry for this output)")
+    assert progress(lines[3]) == "[2/2] fake_add level1 on fake ... (elapsed Xs)"
 
 
 def test_out_of_tolerance_output_fails_with_details(install_op, ptogym_cli, capsys):
@@ -293,9 +295,72 @@ def test_json_result_file(install_op, ptogym_cli, capsys, tmp_path):
     assert (case["id"], case["status"], case["inputs"]) == ("level0", "FAIL", "a:float32[4,8] b:float32[4,8]")
     assert case["outputs"]["out"]["max_diff"] == "inf"
     assert case["outputs"]["out"]["outliers"][0]["index"] == [0, 0]
-    assert set(case["timings_s"]) == {"make_inputs", "golden", "run", "compare"}
+    assert set(case["timings_s"]) == {"make_inputs", "golden", "tolerances", "run", "compare"}
     assert case["launch"]["backend"] == "fake" and case["launch"]["outputs_valid"] is True
-    assert case["tolerances"] == {"rtol": 0.001, "atol": 0.001, "max_error_ratio": 0.0, "int_tolerance": 0}
+    assert case["tolerances"] == {"out": {"rtol": 0.001, "atol": 0.001, "max_error_ratio": 0.0, "int_tolerance": 0,
+                                          "reason": "the level's default bounds (no entry for this output)",
+                                          "source": "level default"}}
+
+
+# ------------------------------------------------------------------ per-output tolerances
+def pair_golden(inputs, attrs):
+    return {"loose": inputs["a"].clone(), "strict": inputs["a"] * 2}
+
+
+def pair_run_off_by(error):
+    def run(inputs, attrs, backend):
+        return launched({"loose": inputs["a"] + error, "strict": inputs["a"] * 2 + error}, backend)
+    return run
+
+
+def pair_cases(**level_changes):
+    tensor = {"shape": [4, 8], "dtype": "float32"}
+    case = {"id": "level0", "description": "two outputs", "seed": 3, "inputs": {"a": tensor, "b": tensor},
+            **level_changes}
+    return {"op": "fake_pair", "required_levels": ["level0"], "levels": [case], "tolerances": {
+        "loose": {"atol": 0.1, "reason": "summed in another order"},
+        "strict": {"atol": 0.01, "reason": "one rounding"}}}
+
+
+def test_each_output_is_judged_by_its_own_tolerance(install_op, ptogym_cli, capsys, tmp_path):
+    """An error of 0.05 passes 'loose' (atol 0.1) and fails 'strict' (atol 0.01); the
+    report says which bound and reason applied to each output, in text and JSON."""
+    install_op(pair_run_off_by(0.05), name="fake_pair", cases=pair_cases(), golden=pair_golden,
+               output_names=("loose", "strict"))
+    path = tmp_path / "result.json"
+    exit_code, lines = run_cli(ptogym_cli, capsys, "run", "fake_pair", "--json", str(path))
+    assert exit_code == 1 and lines[-1] == "[PRECISION_FAIL]"
+    assert "  loose: within atol=0.1 [tolerances.loose]: summed in another order" in lines
+    assert "  strict: OUT OF atol=0.01 [tolerances.strict]: one rounding" in lines
+    assert "strict: FAIL (rtol=0 atol=0.01)" in "\n".join(lines) and "loose: FAIL" not in "\n".join(lines)
+    [case] = json.loads(path.read_text())["runs"][0]["cases"]
+    assert case["tolerances"]["strict"] == {"rtol": 0.0, "atol": 0.01, "max_error_ratio": 0.0, "int_tolerance": 0,
+                                            "reason": "one rounding", "source": "tolerances.strict"}
+    assert (case["outputs"]["loose"]["all_close"], case["outputs"]["strict"]["all_close"]) == (True, False)
+
+
+def test_a_level_entry_replaces_the_file_entry_for_that_level(install_op):
+    override = {"strict": {"atol": 0.1, "reason": "this level sums in another order too"}}
+    install_op(pair_run_off_by(0.05), name="fake_pair", cases=pair_cases(tolerances=override), golden=pair_golden)
+    [case] = run_cases("fake_pair", backend=FakeBackend()).cases
+    assert case.status == PASS
+    assert case.tolerances["strict"].source == "level0.tolerances.strict"
+    assert case.outputs["strict"].atol == 0.1
+
+
+@pytest.mark.parametrize("tolerances, reason", [
+    ({"loose": {"atol": 0.1, "reason": "r"}},
+     "field 'tolerances': output 'strict' has no tolerance; add tolerances.strict with a reason"),
+    ({"loose": {"atol": 0.1, "reason": "r"}, "strict": {"atol": 0.1, "reason": "r"}, "extra": {"reason": "r"}},
+     "field 'tolerances': no output named 'extra'; the golden returns loose, strict"),
+])
+def test_undeclared_outputs_are_checked_against_the_golden_at_run_time(install_op, tolerances, reason):
+    """Without SPEC.output_names the case file cannot check the names; the runner does."""
+    cases = {**pair_cases(), "tolerances": tolerances}
+    install_op(pair_run_off_by(0.0), name="fake_pair", cases=cases, golden=pair_golden)
+    [case] = run_cases("fake_pair", backend=FakeBackend()).cases
+    assert case.status == ERROR and case.reason.startswith("tolerances raised ValueError: ")
+    assert "cases.json: case 'level0': " + reason in case.reason
 
 
 def test_run_cases_api_returns_results_and_prints_nothing(install_op, capsys):

@@ -17,6 +17,7 @@ import torch
 
 from ptogym import probe
 from ptogym.interp import trace
+from ptogym.verify.cases import Case
 from ptogym.verify.runner import open_backend, run_case
 from ptogym.workflow.bisect import match_probes, run_bisect
 from ptogym.workflow.inventory import check_inventory, read_inventory
@@ -59,6 +60,9 @@ def test_scaffold_runs_lints_and_stages_out_of_the_box(tmp_path):
         result = run_case(package.spec, package.case(level), open_backend("interp"))
         assert result.status == "PASS", result.report()
         assert result.outputs["y"].max_diff == 0  # x * 8 is exact
+        assert result.tolerances["y"].reason and result.tolerances["y"].source.endswith("tolerances.y")
+    assert not package.case("level0").has_default  # the per-output form, no level-wide bounds
+    assert package.case("level1").tolerance("y").source == "level1.tolerances.y"
     code, lines = _cli("lint", str(package_dir))
     assert code == 0 and lines[-1].startswith("[LINT_PASS] 8 file(s)")
     code, lines = _cli("stage", str(package_dir))
@@ -219,7 +223,7 @@ def _records(*specs):
 
 
 def test_matching_by_label_and_stacking_tiles():
-    case = type("Case", (), {"rtol": 1e-6, "atol": 1e-6, "max_error_ratio": 0.0})()
+    case = Case(op="o", id="l", description="d", seed=0, inputs={}, rtol=1e-6, atol=1e-6)
     full = torch.arange(12.0).reshape(2, 3, 2)
     records = _records(("mul", 1, "scaled", full.reshape(6, 2)[:4]), ("add", 1, "other", torch.zeros(1)),
                        ("mul", 1, "scaled", full.reshape(6, 2)[4:]))

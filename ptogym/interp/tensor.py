@@ -11,6 +11,8 @@ formal parameters behaves as memory does.
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from . import dtypes, runtime, trace
@@ -150,6 +152,8 @@ class Tensor:
         if not isinstance(other, Tensor):
             raise TypeError(f"'{type(other).__name__}' type cannot be moved to Tensor")
         if self.owns_storage:  # a parameter or workspace: the data lands in its memory
+            if isinstance(other, ScatteredRows) and other.write_rows_into(self):
+                return
             _write(other, [0] * self.dim(), self, op="move")
             return
         # a view or result is a value of the graph, not memory: it now *is* other (loop-carried
@@ -270,21 +274,22 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
                                f"valid_shape {_fmt(valid_shape)}")
     shape = [value_of(d) for d in shape]
     _check_unrolled_extent(input, shape, offsets)
-    starts = [value_of(o) for o in offsets]
     valid = shape if valid_shape is None else [value_of(v) for v in valid_shape]
-    # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
-    source = [max(value_of(d), n) for d, n in zip(input._shape, input.data.shape)]
-    for axis in range(rank):
-        if starts[axis] < 0 or valid[axis] < 0 or valid[axis] > shape[axis]:
-            violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])}, "
-                                   f"valid {_fmt1(valid[axis])}, shape {shape[axis]}")
-        if starts[axis] + valid[axis] > source[axis]:
-            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + extent "
-                                   f"{valid[axis]} > {source[axis]} (source {source}, view shape {shape}, "
+    region = []  # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
+    for axis, (offset, size, extent, declared, n) in enumerate(zip(offsets, shape, valid, input._shape,
+                                                                     input.data.shape)):
+        start = value_of(offset)
+        if start < 0 or extent < 0 or extent > size:
+            violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)}, "
+                                   f"valid {_fmt1(extent)}, shape {size}")
+        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+        if start + extent > max(value_of(declared), n):
+            source = [max(value_of(d), m) for d, m in zip(input._shape, input.data.shape)]
+            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
+                                   f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
                                    f"valid_shape {_fmt(valid_shape)})")
-    # the data a view holds: what is valid in the source (and, in lenient mode, in bounds)
-    ends = [min(s + v, n) for s, v, n in zip(starts, valid, input.data.shape)]
-    region = tuple(slice(s, max(s, e)) for s, e in zip(starts, ends))
+        region.append(slice(start, max(start, min(start + extent, n))))
+    region = tuple(region)
     _note_read(input, region, "view")
     data = input.data[region]
     if dtype is not None and dtype is not input.dtype:
@@ -356,23 +361,96 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
                                    f"{dst.name!r}")
     if src.dtype is not dst.dtype:
         violation("C-API-01", f"{op} of a {src.dtype} tile into {dst.dtype} {dst.name!r}; cast first")
-    starts = [value_of(o) for o in offsets]
     extent = list(src.data.shape)
     limit = list(dst.data.shape)
-    for axis in range(rank):
-        if starts[axis] < 0 or starts[axis] + extent[axis] > limit[axis]:
-            violation("C-ASSEMBLE-01", f"{op} into {dst.name!r} axis {axis}: offset {_fmt1(offsets[axis])} + tile "
-                                       f"{extent[axis]} > {limit[axis]} (tile {extent}, destination {limit})")
-    region = tuple(slice(s, min(s + e, n)) for s, e, n in zip(starts, extent, limit))
+    region, clipped = [], False
+    for axis, (offset, e, n) in enumerate(zip(offsets, extent, limit)):
+        start = value_of(offset)
+        if start < 0 or start + e > n:
+            violation("C-ASSEMBLE-01", f"{op} into {dst.name!r} axis {axis}: offset {_fmt1(offset)} + tile "
+                                       f"{e} > {n} (tile {extent}, destination {limit})")
+            clipped = True  # only lenient() gets here: the part inside the destination is written
+        region.append(slice(start, min(start + e, n)))
+    region = tuple(region)
+    data = src.data[tuple(slice(0, max(0, r.stop - r.start)) for r in region)] if clipped else src.data
+    ScatteredRows.settle_all_on(dst.data)
+    dst.data[region].copy_(data)
+    _note_write(dst, region, op)
+
+
+def _note_write(dst: Tensor, region, op: str) -> None:
+    """Storage bookkeeping of a write into dst's region (assemble, move, element)."""
     record = dst.record
-    if record is not None and record.kind == "param" and op != "element":  # SetTensorData is no assemble
+    if record is None:
+        return
+    if record.kind == "param" and op != "element":  # SetTensorData is no assemble
         record.assembled = True
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
-    data = src.data[tuple(slice(0, r.stop - r.start) for r in region)]
-    dst.data[region].copy_(data)
-    if record is not None:
-        record.mark_written(_compose(dst.region, region), dst.data.device)
+    record.mark_written(_compose(dst.region, region), dst.data.device)
+
+
+class ScatteredRows(Tensor):
+    """``pypto.scatter_update``'s value - ``base`` with ``rows`` in place of its rows
+    ``index`` (rows along the last axis, leading axes flattened) - computed on first read.
+
+    The KV-cache pattern (AT-16, ``cache.move(pypto.scatter_update(cache, -2, slots,
+    rows))``) moves it straight back into the tensor it updates: ``Tensor.move`` then
+    writes only those rows, where computing the value would copy the whole cache twice
+    per block.  Any other write into the memory of the base, the index or the rows
+    computes the pending values on it first (``settle_all_on``, called by every write),
+    so a value read later is what it was at the scatter.
+    """
+
+    __slots__ = ("_base", "_index", "_rows", "_value")
+    _pending: weakref.WeakSet = weakref.WeakSet()
+
+    def __init__(self, base: torch.Tensor, index: torch.Tensor, rows: torch.Tensor, dtype, shape):
+        super().__init__(shape, dtype, _data=base)  # Tensor.__init__ stores base through the setter below
+        self._base, self._index, self._rows, self._value = base, index, rows, None
+        ScatteredRows._pending.add(self)
+
+    @property
+    def data(self) -> torch.Tensor:
+        if self._value is None:
+            value = self._base.reshape(-1, self._rows.shape[-1]).clone()
+            value[self._index] = self._rows
+            self._value = value.reshape(self._base.shape)
+            ScatteredRows._pending.discard(self)
+        return self._value
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        self._value = value
+
+    @classmethod
+    def settle_all_on(cls, storage: torch.Tensor, *, but: "ScatteredRows | None" = None) -> None:
+        """Compute every pending value (but *but*) whose base, index or rows share
+        *storage*'s memory: called before that memory is written."""
+        if not cls._pending:  # (hot: every write asks)
+            return
+        memory = storage.untyped_storage().data_ptr()
+        for pending in list(cls._pending):
+            if pending is not but and pending._value is None and memory in pending._memory():
+                pending.data  # noqa: B018 - computing it is the point
+
+    def _memory(self) -> set:
+        """Where the pending value's inputs live: a write there must compute it first."""
+        return {t.untyped_storage().data_ptr() for t in (self._base, self._index, self._rows)}
+
+    def write_rows_into(self, dst: Tensor) -> bool:
+        """``dst.move(self)`` while self is pending on dst's own (contiguous) data: write
+        the rows alone and return True; False leaves the move to ``_write``.  Afterwards
+        the value is dst's data as it now is, still pending: a later write into dst
+        computes it first, if it is still referenced."""
+        base = dst.data
+        if self._value is not None or self._base is not base or not base.is_contiguous():
+            return False
+        ScatteredRows.settle_all_on(base, but=self)
+        base.view(-1, self._rows.shape[-1])[self._index] = self._rows
+        self._index, self._rows = self._index[:0], self._rows[:0]
+        _note_write(dst, tuple(slice(0, n) for n in base.shape), "move")
+        return True
 
 
 def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:

@@ -39,6 +39,8 @@ class OpSpec:
                                                         which tests/test_reliability.py refuses)
     writes                                              inputs it overwrites in place; they are checked
                                                         with ``ptogym.ops.inplace.check_inplace_arguments``
+    output_names                                        the keys of the dicts golden and run return (None: not
+                                                        declared); cases.json tolerances are keyed by them
     """
 
     name: str
@@ -51,6 +53,7 @@ class OpSpec:
     input_names: tuple = ()
     attr_names: tuple | None = None
     writes: tuple = ()
+    output_names: tuple | None = None
     required_levels: tuple = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
     cases_file: Path | None = None  # default: ptogym/ops/<name>/cases.json

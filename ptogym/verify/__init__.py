@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "Case": "cases", "CaseFileError": "cases", "TensorSpec": "cases", "load_cases": "cases",
+    "Case": "cases", "CaseFileError": "cases", "TensorSpec": "cases", "Tolerance": "cases", "load_cases": "cases",
     "parse_dtype": "cases",
     "CompareResult": "compare", "CompositeResult": "compare", "Outlier": "compare",
     "detailed_tensor_compare": "compare",

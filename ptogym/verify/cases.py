@@ -1,31 +1,47 @@
 """Level-based case files: ``ptogym/ops/<op>/cases.json``.
 
-One file per operator lists its test levels (shapes, dtypes, seed, attributes and
-tolerances)::
+One file per operator lists its test levels (shapes, dtypes, seed, attributes) and
+the tolerance of each output with the reason for it::
 
-    {"op": "inplace_add_rms_norm",
+    {"op": "per_token_quant",
      "required_levels": ["level0", "level1"],
+     "tolerances": {
+         "x_int8": {"int_tolerance": 1, "reason": "a product one fp32 ulp off a .5 tie rounds either way"},
+         "scale": {"rtol": 1e-6, "atol": 0, "reason": "amax / 127: one fp32 rounding"}},
      "levels": [{"id": "level0", "description": "small smoke", "seed": 0,
-                 "inputs": {"x1": {"shape": [2, 4, 256], "dtype": "bfloat16"}},
-                 "attrs": {"eps": 1e-6}, "rtol": 0.01, "atol": 0.01,
-                 "max_error_ratio": 0.0, "int_tolerance": 0, "tags": ["quick"]}]}
+                 "inputs": {"x": {"shape": [2, 4, 256], "dtype": "bfloat16"}},
+                 "tags": ["quick"]},
+                {"id": "level4", "description": "fp32 input", "seed": 4,
+                 "inputs": {"x": {"shape": [1, 4096], "dtype": "float32"}},
+                 "tolerances": {"scale": {"rtol": 1e-7, "atol": 0, "reason": "..."}}}]}
 
-Every level needs id, description, seed, inputs, rtol and atol; attrs,
-max_error_ratio, int_tolerance and tags are optional.  Validation is strict and
-collects every problem before raising, so one edit fixes a file instead of one
-edit per error; each message names the file, the case and the field.  Besides the
-fields' types it refuses attributes the operator does not declare
-(``OpSpec.attr_names``), seeds outside torch's ``[0, 2**64 - 1]``, and cases whose
-inputs hold more bytes than the budget: ``$PTOGYM_CASE_MAX_BYTES``, default one
-eighth of this machine's physical memory (running a case needs several times its
-input bytes: golden copies, fp32 intermediates, float64 comparison).
+Tolerances.  The top-level ``tolerances`` maps an output name (a key of the dicts
+``SPEC.golden`` and ``SPEC.run`` return, ``SPEC.output_names``) to its bounds: rtol,
+atol, max_error_ratio, int_tolerance (see ``detailed_tensor_compare``; an omitted
+bound is 0, i.e. exact) and a mandatory ``reason``.  A level's own ``tolerances``
+replaces the entries it names for that level only (an entry is replaced whole, with
+its own reason).  A level's ``rtol``/``atol`` (given together, with optional
+``max_error_ratio``/``int_tolerance``) are the default for outputs that have no entry;
+a level must have them when some output has none.  ``Case.tolerance(name)`` resolves
+one output: level entry, file entry, level default - and says which applied.
+
+Every level needs id, description, seed and inputs; attrs, tags, tolerances and the
+default bounds are optional.  Validation is strict and collects every problem before
+raising, so one edit fixes a file instead of one edit per error; each message names
+the file, the case and the field.  Besides the fields' types it refuses attributes
+the operator does not declare (``OpSpec.attr_names``), tolerances for outputs it does
+not produce (``OpSpec.output_names``) or outputs left without any tolerance, seeds
+outside torch's ``[0, 2**64 - 1]``, and cases whose inputs hold more bytes than the
+budget: ``$PTOGYM_CASE_MAX_BYTES``, default one eighth of this machine's physical
+memory (running a case needs several times its input bytes: golden copies, fp32
+intermediates, float64 comparison).
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -33,9 +49,12 @@ if TYPE_CHECKING:  # torch loads only when a dtype is parsed (fast command-line 
     import torch
 
 _TOP_REQUIRED = ("op", "levels")
-_TOP_FIELDS = (*_TOP_REQUIRED, "required_levels")
-_LEVEL_REQUIRED = ("id", "description", "seed", "inputs", "rtol", "atol")
-_LEVEL_FIELDS = (*_LEVEL_REQUIRED, "attrs", "max_error_ratio", "int_tolerance", "tags")
+_TOP_FIELDS = (*_TOP_REQUIRED, "required_levels", "tolerances")
+_LEVEL_REQUIRED = ("id", "description", "seed", "inputs")
+_BOUNDS = ("rtol", "atol", "max_error_ratio", "int_tolerance")
+_LEVEL_FIELDS = (*_LEVEL_REQUIRED, "attrs", *_BOUNDS, "tolerances", "tags")
+_TOLERANCE_FIELDS = (*_BOUNDS, "reason")
+LEVEL_DEFAULT = "level default"  # Tolerance.source of an output that has no entry of its own
 _TENSOR_FIELDS = ("shape", "dtype")
 MAX_SEED = 2**64 - 1  # torch.Generator.manual_seed's range
 ENV_MAX_BYTES = "PTOGYM_CASE_MAX_BYTES"
@@ -61,21 +80,52 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class Tolerance:
+    """The bounds one output is compared with, why, and where the case file states them."""
+
+    rtol: float = 0.0
+    atol: float = 0.0
+    max_error_ratio: float = 0.0
+    int_tolerance: int = 0
+    reason: str = ""
+    source: str = ""  # "tolerances.y" (the file's entry), "level4.tolerances.y" (a level's) or LEVEL_DEFAULT
+
+    def bounds(self) -> dict[str, float | int]:
+        """The keyword arguments of ``detailed_tensor_compare``."""
+        return {name: getattr(self, name) for name in _BOUNDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.bounds(), "reason": self.reason, "source": self.source}
+
+    def describe(self) -> str:
+        """``rtol=0.0078125 atol=0.001 max_error_ratio=0.005 [tolerances.y]: reason``; the
+        bounds that are not 0, or ``exact``."""
+        bounds = " ".join(f"{name}={value}" for name, value in self.bounds().items() if value) or "exact"
+        return f"{bounds} [{self.source}]" + (f": {self.reason}" if self.reason else "")
+
+
+@dataclass(frozen=True)
 class Case:
-    """One level of an operator's case file."""
+    """One level of an operator's case file.
+
+    ``tolerances`` holds the entries that apply to this level (the file's, with the
+    level's own in their place); rtol/atol/max_error_ratio/int_tolerance are the
+    level's default for outputs without an entry (rtol/atol None: no default).
+    """
 
     op: str
     id: str
     description: str
     seed: int
     inputs: dict[str, TensorSpec]
-    rtol: float
-    atol: float
+    rtol: float | None = None
+    atol: float | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
     max_error_ratio: float = 0.0
     int_tolerance: int = 0
     tags: tuple[str, ...] = ()
     path: Path | None = None
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
 
     @property
     def is_quick(self) -> bool:
@@ -88,6 +138,34 @@ class Case:
     @property
     def shape_summary(self) -> str:
         return " ".join(f"{name}:{spec}" for name, spec in self.inputs.items())
+
+    @property
+    def has_default(self) -> bool:
+        return self.rtol is not None and self.atol is not None
+
+    def tolerance(self, output: str) -> Tolerance:
+        """The tolerance output *output* is judged by; KeyError (naming the file, case
+        and field to add) when it has no entry and the level no default."""
+        if output in self.tolerances:
+            return self.tolerances[output]
+        if not self.has_default:
+            raise KeyError(f"{self.path or self.op}: case {self.id!r}: field 'tolerances': output {output!r} has "
+                           f"no tolerance; add tolerances.{output} with a reason (or the level's rtol and atol)")
+        return Tolerance(self.rtol, self.atol, self.max_error_ratio, self.int_tolerance,
+                         "the level's default bounds (no entry for this output)", LEVEL_DEFAULT)
+
+    def boundary_tolerance(self) -> Tolerance:
+        """The bound ``ptogym stage``/``bisect`` hold boundary and probe tensors to: the
+        level default when there is one, else the loosest bounds of the case's outputs.
+        Those tensors are often intermediates (an fp32 tile before its final rounding),
+        and the tools locate a fault; ``ptogym run`` judges each output by its own."""
+        if self.has_default or not self.tolerances:
+            return Tolerance(self.rtol or 0.0, self.atol or 0.0, self.max_error_ratio, self.int_tolerance,
+                             "the level's default bounds", LEVEL_DEFAULT)
+        entries = self.tolerances.values()
+        loosest = {bound: max(getattr(t, bound) for t in entries) for bound in _BOUNDS}
+        return Tolerance(**loosest, reason=f"the loosest bounds of the outputs {', '.join(self.tolerances)}",
+                         source="loosest output tolerance")
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -114,10 +192,11 @@ def load_cases(path_or_op_name: str | Path, spec=None) -> list[Case]:
     if not isinstance(document, dict):
         raise CaseFileError([f"{path}: the file must hold a JSON object"])
     _check_top_level(document, spec, problems)
+    shared = _parse_tolerances(document.get("tolerances", {}), None, "tolerances", spec, problems)
     cases = []
     levels = document.get("levels")
     for index, level in enumerate(levels if isinstance(levels, list) else []):
-        case = _parse_level(level, index, document.get("op"), path, spec, problems)
+        case = _parse_level(level, index, document.get("op"), path, spec, shared, problems)
         if case is not None:
             cases.append(case)
     _check_ids(levels if isinstance(levels, list) else [], document, spec, problems)
@@ -209,15 +288,19 @@ def _string_list(value: Any) -> str | None:
     return None if ok else f"must be a list of strings, got {value!r}"
 
 
+_TOLERANCE_CHECKS: dict[str, Callable[[Any], str | None]] = {
+    "rtol": _number,
+    "atol": _number,
+    "max_error_ratio": lambda value: _number(value, maximum=1.0),
+    "int_tolerance": _integer,
+    "reason": _text,
+}
 _LEVEL_CHECKS: dict[str, Callable[[Any], str | None]] = {
     "id": _text,
     "description": _text,
     "seed": lambda value: _integer(value, maximum=MAX_SEED),
-    "rtol": _number,
-    "atol": _number,
+    **{name: _TOLERANCE_CHECKS[name] for name in _BOUNDS},
     "attrs": _object,
-    "max_error_ratio": lambda value: _number(value, maximum=1.0),
-    "int_tolerance": _integer,
     "tags": _string_list,
 }
 
@@ -239,7 +322,8 @@ def _check_top_level(document: dict, spec, problems: _Problems) -> None:
         problems.add(None, "required_levels", problem)
 
 
-def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _Problems) -> Case | None:
+def _parse_level(level: Any, index: int, op: Any, path: Path, spec, shared: dict[str, Tolerance | None],
+                 problems: _Problems) -> Case | None:
     """Validate one level; return its Case when it is well formed (and allowed by *spec*)."""
     if not isinstance(level, dict):
         problems.add(f"levels[{index}]", "levels", f"each level must be a JSON object, got {level!r}")
@@ -260,13 +344,18 @@ def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _P
             problems.add(case_name, f"attrs.{name}", f"unknown attribute of {spec.name}; "
                                                      f"allowed: {', '.join(declared) or 'none'}")
     inputs = _parse_inputs(level.get("inputs"), case_name, spec, problems) if "inputs" in level else None
+    own = _parse_tolerances(level.get("tolerances", {}), case_name, "tolerances", spec, problems)
+    own = {name: t and replace(t, source=f"{case_name}.{t.source}") for name, t in own.items()}
+    tolerances = {**shared, **own}
+    _check_default_bounds(level, case_name, tolerances, spec, problems)
     if len(problems.lines) > before or not isinstance(op, str):
         return None
     case = Case(
         op=op, id=level["id"], description=level["description"], seed=level["seed"], inputs=inputs,
-        rtol=float(level["rtol"]), atol=float(level["atol"]), attrs=dict(level.get("attrs", {})),
-        max_error_ratio=float(level.get("max_error_ratio", 0.0)), int_tolerance=level.get("int_tolerance", 0),
-        tags=tuple(level.get("tags", ())), path=path,
+        rtol=_optional_float(level, "rtol"), atol=_optional_float(level, "atol"),
+        attrs=dict(level.get("attrs", {})), max_error_ratio=float(level.get("max_error_ratio", 0.0)),
+        int_tolerance=level.get("int_tolerance", 0), tags=tuple(level.get("tags", ())), path=path,
+        tolerances={name: t for name, t in tolerances.items() if t is not None},
     )
     _check_budget(case, problems)
     try:
@@ -276,6 +365,61 @@ def _parse_level(level: Any, index: int, op: Any, path: Path, spec, problems: _P
     for violation in violations:
         problems.add(case_name, "inputs", f"violates the operator's constraints: {violation}")
     return case
+
+
+def _optional_float(level: dict, name: str) -> float | None:
+    return float(level[name]) if name in level else None
+
+
+def _parse_tolerances(value: Any, case_name: str | None, field_name: str, spec,
+                      problems: _Problems) -> dict[str, Tolerance | None]:
+    """A ``tolerances`` object: output name -> Tolerance, or None for an entry with problems
+    (recorded; the name still counts as covered, so one bad entry is one error)."""
+    if problem := _object(value):
+        problems.add(case_name, field_name, problem)
+        return {}
+    outputs = getattr(spec, "output_names", None)
+    parsed = {}
+    for output, entry in value.items():
+        where = f"{field_name}.{output}"
+        if outputs is not None and output not in outputs:
+            problems.add(case_name, where, f"{spec.name} has no output {output!r}; its outputs: {', '.join(outputs)}")
+            continue
+        parsed[output] = None
+        if problem := _object(entry):
+            problems.add(case_name, where, problem)
+            continue
+        before = len(problems.lines)
+        if "reason" not in entry:
+            problems.add(case_name, f"{where}.reason", "missing (say why these bounds hold for this output)")
+        for name in entry.keys() - set(_TOLERANCE_FIELDS):
+            problems.add(case_name, f"{where}.{name}", f"unknown field; allowed: {', '.join(_TOLERANCE_FIELDS)}")
+        for name in _TOLERANCE_FIELDS:
+            if name in entry and (problem := _TOLERANCE_CHECKS[name](entry[name])):
+                problems.add(case_name, f"{where}.{name}", problem)
+        if len(problems.lines) == before:
+            bounds = {name: entry[name] if name == "int_tolerance" else float(entry[name])
+                      for name in _BOUNDS if name in entry}
+            parsed[output] = Tolerance(**bounds, reason=entry["reason"], source=where)
+    return parsed
+
+
+def _check_default_bounds(level: dict, case_name: str, tolerances: dict, spec, problems: _Problems) -> None:
+    """rtol and atol come together; the other default bounds only with them; and outputs
+    without an entry of their own need them."""
+    given = [name for name in ("rtol", "atol") if name in level]
+    if len(given) == 1:
+        missing = "atol" if given == ["rtol"] else "rtol"
+        problems.add(case_name, missing, f"missing ({given[0]} and {missing} give the level's default bounds together)")
+    elif not given:
+        for name in ("max_error_ratio", "int_tolerance"):
+            if name in level:
+                problems.add(case_name, name, "only with the level's rtol and atol (a default for outputs without "
+                                              "an entry); put it in tolerances.<output> instead")
+        uncovered = [name for name in getattr(spec, "output_names", None) or () if name not in tolerances]
+        if uncovered:
+            problems.add(case_name, "tolerances", f"output(s) {', '.join(uncovered)} have no tolerance: add "
+                                                  "tolerances.<output> with a reason, or the level's rtol and atol")
 
 
 def _check_budget(case: Case, problems: _Problems) -> None:

@@ -2,7 +2,9 @@
 
 For every case: inputs from the case seed, the golden on copies of them (operators
 may write their inputs in place), the kernel through the backend, then
-``detailed_tensor_compare`` per output with the case's tolerances.
+``detailed_tensor_compare`` per output with that output's own tolerance
+(``Case.tolerance``: the cases.json entry, or the level's default).  Each case's
+report names, per output, the bounds that applied, where the file states them and why.
 
 The verdict follows the three-state protocol, printed as the last line and
 returned as the exit code:
@@ -32,7 +34,7 @@ from ptogym import backends, ops
 from ptogym.backends.base import LaunchReport
 from ptogym.cli import MARKERS, UsageError, check_writable, verdict
 
-from .cases import Case, load_cases
+from .cases import Case, Tolerance, load_cases
 
 if TYPE_CHECKING:  # torch and the comparison load only when a case runs (fast --help, list)
     from .compare import Result
@@ -49,6 +51,7 @@ class CaseResult:
     case: Case
     status: str = ERROR
     outputs: dict[str, Result] = field(default_factory=dict)
+    tolerances: dict[str, Tolerance] = field(default_factory=dict)
     reason: str | None = None
     traceback: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
@@ -67,6 +70,10 @@ class CaseResult:
         lines = [self.summary_line()]
         if self.launch is not None and self.launch.artifacts:
             lines.append(f"  artifacts kept in {self.launch.artifacts}")
+        for name, tolerance in self.tolerances.items():
+            result = self.outputs.get(name)
+            verdict = "" if result is None else "within " if result.all_close else "OUT OF "
+            lines.append(f"  {name}: {verdict}{tolerance.describe()}")
         lines += [result.report() for result in self.outputs.values() if not result.all_close]
         if verbose and self.traceback:
             lines.append(self.traceback.rstrip())
@@ -77,9 +84,7 @@ class CaseResult:
             "id": self.case.id,
             "status": self.status,
             "inputs": self.case.shape_summary,
-            "tolerances": {"rtol": self.case.rtol, "atol": self.case.atol,
-                           "max_error_ratio": self.case.max_error_ratio,
-                           "int_tolerance": self.case.int_tolerance},
+            "tolerances": {name: tolerance.to_dict() for name, tolerance in self.tolerances.items()},
             "reason": self.reason,
             "traceback": self.traceback,
             "timings_s": dict(self.timings),
@@ -160,6 +165,7 @@ def run_case(spec, case: Case, backend) -> CaseResult:
         inputs = _timed_stage(result, "make_inputs", lambda: make_case_inputs(spec, case, backend.device))
         expected = _timed_stage(result, "golden",
                                 lambda: spec.golden({k: v.clone() for k, v in inputs.items()}, case.attrs))
+        result.tolerances = _timed_stage(result, "tolerances", lambda: _output_tolerances(case, expected))
         actual, result.launch = _timed_stage(
             result, "run", lambda: _checked_run_return(spec.run(inputs, case.attrs, backend)))
         if not result.launch.outputs_valid:
@@ -169,21 +175,33 @@ def run_case(spec, case: Case, backend) -> CaseResult:
         if set(actual) != set(expected):
             result.reason = f"run returned outputs {sorted(actual)}, the golden {sorted(expected)}"
             return result
-        result.outputs = _timed_stage(result, "compare", lambda: _compare_outputs(actual, expected, case))
+        result.outputs = _timed_stage(result, "compare",
+                                      lambda: _compare_outputs(actual, expected, result.tolerances))
     except _StageFailed:
         return result
     result.status = PASS if all(r.all_close for r in result.outputs.values()) else FAIL
     return result
 
 
-def _compare_outputs(actual: dict, expected: dict, case: Case) -> dict[str, Result]:
+def _output_tolerances(case: Case, expected: dict) -> dict[str, Tolerance]:
+    """Each output's tolerance.  Raises ValueError for an output without one, and for an
+    entry naming an output the golden does not produce (the case file's check when the
+    operator does not declare ``output_names``)."""
+    unknown = [name for name in case.tolerances if name not in expected]
+    if unknown:
+        raise ValueError(f"{case.path or case.op}: case {case.id!r}: field 'tolerances': no output named "
+                         f"{', '.join(map(repr, unknown))}; the golden returns {', '.join(expected)}")
+    try:
+        return {name: case.tolerance(name) for name in expected}
+    except KeyError as error:
+        raise ValueError(error.args[0]) from None
+
+
+def _compare_outputs(actual: dict, expected: dict, tolerances: dict[str, Tolerance]) -> dict[str, Result]:
     from .compare import detailed_tensor_compare
 
-    return {
-        name: detailed_tensor_compare(actual[name], expected[name], name, rtol=case.rtol, atol=case.atol,
-                                      max_error_ratio=case.max_error_ratio, int_tolerance=case.int_tolerance)
-        for name in expected
-    }
+    return {name: detailed_tensor_compare(actual[name], expected[name], name, **tolerances[name].bounds())
+            for name in expected}
 
 
 # ---------------------------------------------------------------- many cases

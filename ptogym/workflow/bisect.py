@@ -140,8 +140,8 @@ def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
             placed = _place(tiles, match.shape)
             match.records = tiles
             if placed is not None:
-                match.result = detailed_tensor_compare(placed, expected, name, rtol=case.rtol, atol=case.atol,
-                                                       max_error_ratio=case.max_error_ratio)
+                match.result = detailed_tensor_compare(placed, expected, name,
+                                                       **case.boundary_tolerance().bounds())
                 match.status = "PASS" if match.result.all_close else "FAIL"
                 break
             shapes = sorted({tuple(t.data.shape) for t in tiles})

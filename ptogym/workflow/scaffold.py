@@ -52,6 +52,7 @@ def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[
         "op.py": templates.OP.substitute(op=op, factor=2 ** modules),
         f"test_{op}.py": templates.TEST.substitute(op=op),
         "cases.json": json.dumps({"op": op, "required_levels": ["level0", "level1"],
+                                  "tolerances": templates.CASES_TOLERANCES,
                                   "levels": list(templates.CASES_LEVELS)}, indent=2) + "\n",
     }
     staged_names = []

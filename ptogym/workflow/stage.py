@@ -81,8 +81,7 @@ def _compare_outputs(entry: ModuleEntry, outputs, boundaries: dict, case) -> Non
         return
     failing = []
     for name, actual in produced.items():
-        result = detailed_tensor_compare(actual, boundaries[name], name, rtol=case.rtol, atol=case.atol,
-                                         max_error_ratio=case.max_error_ratio, int_tolerance=case.int_tolerance)
+        result = detailed_tensor_compare(actual, boundaries[name], name, **case.boundary_tolerance().bounds())
         entry.outputs.append({"name": name, "max_diff": result.max_diff, "ratio": result.out_of_tolerance_ratio,
                               "all_close": result.all_close})
         if not result.all_close:

@@ -29,8 +29,13 @@ _checked: set = set()  # (tile, profile, operand signature) already proven valid
 
 
 def _static(t: Tensor) -> tuple:
-    """The static shape's concrete values (hot: every op's checks start here)."""
-    return tuple(d if type(d) is int else value_of(d) for d in t._shape)
+    """The static shape's concrete values (hot: every op's checks start here, so the
+    all-int shape takes a loop without a generator)."""
+    shape = t._shape
+    for d in shape:
+        if type(d) is not int:
+            return tuple(d if type(d) is int else value_of(d) for d in shape)
+    return tuple(shape)
 
 
 def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
@@ -45,9 +50,11 @@ def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
 
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
-    check_dynamic_outside_loop(op, *tensors)
-    tile = runtime.current().vec_tile
-    signature = (op, tile, platform.profile, tuple((_static(t), t.dtype) for t in tensors))
+    run = runtime.current()
+    if run.loop_depth == 0:  # (hot: inside loops there is nothing to check)
+        check_dynamic_outside_loop(op, *tensors)
+    tile = run.vec_tile
+    signature = (op, tile, platform.profile, *[(_static(t), t.dtype) for t in tensors])
     if signature in _checked:
         return
     if tile is None:
@@ -93,24 +100,43 @@ def _broadcast(op: str, a: Tensor, b: Tensor):
     (The result's own valid extent is the first operand's: see :func:`_first_operand_extent`.)"""
     a, b = _leading_ones(a, b.dim()), _leading_ones(b, a.dim())
     sa, sb = _static(a), _static(b)
-    for x, y in zip(sa, sb):
-        if x != y and x != 1 and y != 1:
-            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
-    for mine, theirs in ((sa, sb), (sb, sa)):
-        expanded = [axis for axis, (x, y) in enumerate(zip(mine, theirs)) if x == 1 and y > 1]
-        if len(expanded) > 1:  # measured: [1, 1] against [4, 32] is refused (FC0000)
-            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)}: {list(mine)} would expand on "
-                                  f"axes {expanded}; pypto expands one axis of an operand per op")
+    shape = _broadcast_shape(op, sa, sb)
     da, db = a.data, b.data
-    if da.shape != db.shape:
+    checked = (sa, sb) in _broadcast_shapes  # else a violation let through by lenient(): trim as for a tail
+    if da.shape != db.shape and (not checked or da.shape != sa or db.shape != sb):  # trim to the valid extent
         # per axis, the valid extent both share: a broadcast (static 1) axis with no valid data
         # leaves nothing valid on that axis
         common = [0 if 0 in (x, y) else builtins.min(x, y) if (p != 1 and q != 1) else builtins.max(x, y)
                   for x, y, p, q in zip(da.shape, db.shape, sa, sb)]
         da = da[tuple(slice(0, c if p != 1 else builtins.min(c, 1)) for c, p in zip(common, sa))]
         db = db[tuple(slice(0, c if q != 1 else builtins.min(c, 1)) for c, q in zip(common, sb))]
-    shape = [builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb)]
-    return da, db, shape
+    return da, db, list(shape)
+
+
+_broadcast_shapes: dict = {}  # (static shape, static shape) -> result shape, for pairs that passed the checks
+
+
+def _broadcast_shape(op: str, sa: tuple, sb: tuple) -> tuple:
+    """The broadcast result shape of two equal-rank static shapes (C-API-03 checked;
+    hot, so a pair is remembered once it passed without a violation)."""
+    known = _broadcast_shapes.get((sa, sb))
+    if known is not None:
+        return known
+    valid = True
+    for x, y in zip(sa, sb):
+        if x != y and x != 1 and y != 1:
+            valid = False
+            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)} do not broadcast")
+    for mine, theirs in ((sa, sb), (sb, sa)):
+        expanded = [axis for axis, (x, y) in enumerate(zip(mine, theirs)) if x == 1 and y > 1]
+        if len(expanded) > 1:  # measured: [1, 1] against [4, 32] is refused (FC0000)
+            valid = False
+            violation("C-API-03", f"pypto.{op}: shapes {list(sa)} and {list(sb)}: {list(mine)} would expand on "
+                                  f"axes {expanded}; pypto expands one axis of an operand per op")
+    shape = tuple(builtins.max(x, y) if builtins.min(x, y) == 1 else x for x, y in zip(sa, sb))
+    if valid:  # under lenient() a violation only warns: it must warn again at the next site
+        _broadcast_shapes[(sa, sb)] = shape
+    return shape
 
 
 def _first_operand_extent(first: Tensor, second: Tensor, computed) -> list:

@@ -45,14 +45,35 @@ _TO_INTEGRAL = {CastMode.CAST_ROUND: torch.round, CastMode.CAST_FLOOR: torch.flo
                 CastMode.CAST_CEIL: torch.ceil, CastMode.CAST_TRUNC: torch.trunc}
 
 
+_FP32_EXACT_BOUNDS = {127, 255, 32767}  # int8, uint8, int16 maxima: float32 holds them (and their minima) exactly
+
+
+def _is_integer(dtype: torch.dtype) -> bool:
+    return not dtype.is_floating_point and dtype is not torch.bool
+
+
 def _saturate(x: torch.Tensor, target: torch.dtype) -> torch.Tensor:
-    """Clamp to target's range before converting (NaN -> 0 for an integer target)."""
-    if target.is_floating_point or target is torch.bool:
+    """Clamp to target's range before converting (NaN -> 0 for an integer target).
+
+    A float input is clamped in float32 when both bounds are exact there (int8, int16,
+    uint8: the hot quantisation path; float32 holds every fp16/bf16 value exactly),
+    otherwise in float64 (int32 and int64 bounds)."""
+    if not _is_integer(target):
         return x
     info = torch.iinfo(target)
-    if x.is_floating_point():
-        return torch.nan_to_num(x.double(), nan=0.0).clamp(info.min, info.max)
-    return x.long().clamp(info.min, info.max)
+    if not x.is_floating_point():
+        return x.long().clamp(info.min, info.max)
+    work = torch.float32 if (x.dtype.itemsize <= 4 and info.max in _FP32_EXACT_BOUNDS) else torch.float64
+    return torch.nan_to_num(x.to(work), nan=0.0).clamp(info.min, info.max)
+
+
+def _convert(x: torch.Tensor, target: torch.dtype) -> torch.Tensor:
+    """``x.to(target)``; an integer into fp16 goes through float32, which gives the same
+    bits faster: every integer below fp16's overflow threshold is exact in float32, and
+    every one above it stays above it there, so both roads round once (or overflow)."""
+    if target is torch.float16 and not x.is_floating_point() and x.dtype is not torch.bool:
+        x = x.to(torch.float32)
+    return x.to(target)
 
 
 def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE,
@@ -64,13 +85,14 @@ def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE,
     x, target = input.data, dtype.torch
     if target is None:
         violation("C-API-06", f"pypto.cast to {dtype}: the interpreter has no storage type for it")
-    if x.is_floating_point():
-        if mode in _TO_INTEGRAL:
+    saturating_trunc = satmode is SaturationMode.ON and mode is CastMode.CAST_TRUNC and _is_integer(target)
+    if x.is_floating_point() and not saturating_trunc:  # that one: clamping to integral bounds commutes
+        if mode in _TO_INTEGRAL:                         # with trunc, and the conversion truncates
             x = _TO_INTEGRAL[mode](x)
         elif not target.is_floating_point:
             x = torch.round(x)
     if satmode is SaturationMode.ON:
         x = _saturate(x, target)
-    result = wrap(x.to(target), dtype, list(input._shape))
+    result = wrap(_convert(x, target), dtype, list(input._shape))
     check_vector_tiles("cast", input, result)
     return result

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from ..checks import violation
-from ..tensor import Tensor, note_operand, wrap
+from .. import trace
+from ..tensor import ScatteredRows, Tensor, note_operand, wrap
 
 
 def _check_index(op: str, index: Tensor, bound: int) -> None:
@@ -40,12 +41,15 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
     if dim not in (-2, input.dim() - 2):
         violation("C-API-06", f"pypto.scatter_update: dim {dim}; only the row axis (-2) is supported")
     row = input.data.shape[-1]
-    rows = input.data.reshape(-1, row).clone()
-    _check_index("scatter_update", index, rows.shape[0])
+    _check_index("scatter_update", index, input.data.numel() // row if row else 0)
     if src.data.numel() != index.data.numel() * row:
         violation("C-API-06", f"pypto.scatter_update: src {list(src.data.shape)} must hold one row of {row} per "
                               f"index ({index.data.numel()} indices); no broadcast")
     if src.dtype is not input.dtype:
         violation("C-API-01", f"pypto.scatter_update: src {src.dtype} into {input.dtype}")
-    rows[index.data.reshape(-1).long()] = src.data.reshape(-1, row)
-    return wrap(rows.reshape(input.data.shape), input.dtype, list(input._shape))
+    # computed when read; moved back into input it writes only these rows (ScatteredRows)
+    result = ScatteredRows(input.data, index.data.reshape(-1).long(), src.data.reshape(-1, row), input.dtype,
+                           list(input._shape))
+    if trace.recorder is not None:  # ptogym bisect is recording op results
+        trace.record(result)
+    return result

@@ -202,6 +202,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("cache",),
     input_names=("cache", "values", "slot_mapping"),
     attr_names=("padding",),
     writes=("cache",),

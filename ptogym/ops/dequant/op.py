@@ -109,6 +109,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("out",),
     input_names=("x_int32", "scale_a", "scale_b"),
     attr_names=("out_dtype",),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),

@@ -183,6 +183,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("y", "x_add", "rstd"),
     input_names=("x1", "x2", "gamma"),
     attr_names=("eps",),
     writes=("x1", "x2"),

@@ -241,6 +241,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("y",),
     attr_names=("quant_mode", "out_dtype"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,

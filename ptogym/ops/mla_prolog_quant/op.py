@@ -145,6 +145,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=OUTPUT_NAMES,
     input_names=INPUT_NAMES,
     attr_names=("eps",),
     required_levels=("level0", "level1"),

@@ -105,6 +105,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("x_int8", "scale"),
     input_names=("x",),
     attr_names=(),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),

@@ -130,6 +130,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("y", "rstd"),
     attr_names=("eps", "rsqrt_mode"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes)},

@@ -81,6 +81,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=lambda case: norm_linear.check_case(case, quant=True),
     hbm_bytes=hbm_bytes,
+    output_names=("y",),
     attr_names=("eps", "out_dtype"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,

@@ -176,6 +176,7 @@ SPEC = OpSpec(
     run=_run,
     check_case=_check_case,
     hbm_bytes=hbm_bytes,
+    output_names=("y",),
     input_names=("x", "cos", "sin"),
     attr_names=("layout",),
     required_levels=("level0", "level1"),
