@@ -26,7 +26,7 @@ serialised in front of the cube (pypto cost model: 584 tasks, 400 µs for 1024
 tokens at 4096 -> 1024).  Then the cube tiles of ``cube_tile_shapes`` and the
 (``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8, projection_tile_shapes
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm, to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
@@ -36,7 +36,15 @@ from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 # 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one 1024-token block
 UNROLL = (1024, 256, 64, 16, 4, 1)
 MAX_K = MAX_HIDDEN
-NORM_TASK_ROWS = 16  # rows per vector task of the norm stage (measured, README)
+NORM_TASK_ROWS = "auto"  # rows per vector task of the norm stage: norm_task_rows_for (measured, README)
+
+
+def norm_task_rows_for(size: int) -> int:
+    """Rows per vector task of the norm stage for a block of ``size`` tokens (cost model):
+    blocks of 17-128 tokens in 4-row tasks (more tasks in parallel: 64-token blocks at
+    4096 -> 512 25.6 -> 23.2 µs), others in 16-row tasks (1024-token blocks: 4-row
+    tasks 108.8 µs against 89.4; up to 16 tokens: one task, no join in front of the cube)."""
+    return 4 if 16 < size <= 128 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -47,7 +55,7 @@ VARIANTS = {
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
-          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128, norm_task_rows=NORM_TASK_ROWS):
+          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS):
     """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
@@ -70,10 +78,11 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     def staged_vector_stage(x, gamma, eps, row, size):
         """The vector stage in tasks of ``norm_task_rows`` rows (alternating scope ids
         keep neighbours apart), joined for the cube stage."""
+        task_rows = norm_task_rows_for(size) if norm_task_rows == "auto" else norm_task_rows
         parts = []
-        for offset in range(0, size, norm_task_rows):
-            pypto.set_pass_options(sg_set_scope=1 + (offset // norm_task_rows) % 2)
-            parts.append(vector_stage(x, gamma, eps, row + offset, min(norm_task_rows, size - offset)))
+        for offset in range(0, size, task_rows):
+            pypto.set_pass_options(sg_set_scope=1 + (offset // task_rows) % 2)
+            parts.append(vector_stage(x, gamma, eps, row + offset, min(task_rows, size - offset)))
         pypto.set_pass_options(sg_set_scope=-1)
         if len(parts) == 1:
             return parts[0]
@@ -85,7 +94,11 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
         else:
             activations, x_scale = vector_stage(x, gamma, eps, row, size)
-        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))
+        if cube or n_tile:
+            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
+        else:
+            tiles = projection_tile_shapes(size, k, n, element_bytes)
+        pypto.set_cube_tile_shapes(*tiles)
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
