@@ -12,14 +12,13 @@ operator the chain of its atom operators run as separate kernels on the same
 shapes (their µs summed; intermediates go through HBM) and the fused/chain ratio.
 Matmul operators report TFLOPS against the cube peak, all report GB/s against the
 nominal DDR rate and the per-core copy asymptote (``ptogym.atoms.measure``).
-Every simulation runs in a child process of its own (pypto frees compiled kernels
-only at exit).  Run it under ``flock /tmp/ptogym-pypto.lock``: large shapes take
+Every simulation runs in a pypto-sim worker process of its own (pypto frees compiled
+kernels only at exit).  Run it under ``flock /tmp/ptogym-pypto.lock``: large shapes take
 ~30-60 s and GBs each.  Results merge into ``ptogym/patterns/measured.json``.
 """
 import argparse
 import json
 import math
-import multiprocessing
 import sys
 from pathlib import Path
 
@@ -58,25 +57,33 @@ SWEEPS = {
 
 
 def _simulate(op_name, case, kwargs):
-    """Child process: cost-model µs, tasks and cores of one launch (``kwargs``: build overrides)."""
+    """Cost-model µs, tasks and cores of one launch (``kwargs``: build overrides)."""
     from ptogym.backends import get_backend
 
     spec = get_op(op_name)
     sim = get_backend("pypto-sim")
     sim.max_compute_elements = 0
     variant = None
+    kernel = _kernel(op_name)
     if kwargs:
-        kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
         kernel.VARIANTS["_bench"] = kwargs
         variant = "_bench"
     inputs = make_case_inputs(spec, case)
-    _, report = spec.run(inputs, case.attrs, sim, variant=variant)
+    try:
+        with sim.cost_only():  # timings only: pypto's interpreter computes no outputs here
+            _, report = spec.run(inputs, case.attrs, sim, variant=variant)
+    finally:
+        kernel.VARIANTS.pop("_bench", None)
     return {"us": report.simulated_us, "tasks": report.tasks, "cores": report.cores}
 
 
 def simulate(op_name, case, kwargs=None):
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_simulate, (op_name, case, kwargs))
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        return _simulate(op_name, case, kwargs)
+    finally:  # pypto frees compiled kernels only at exit: a fresh worker process per simulation
+        stop_workers()
 
 
 def _chain_cases(op_name, case):
@@ -103,7 +110,7 @@ def _chain_cases(op_name, case):
     return [norm, quant, lin]
 
 
-def bench_level(op_name, case, model, sweep=False, log=print):
+def bench_level(op_name, case, model, sweep=False, log=print, variants=True):
     spec = get_op(op_name)
     flops = spec.extra.get("flops")
     flop_count = flops(case) if flops else None
@@ -114,8 +121,8 @@ def bench_level(op_name, case, model, sweep=False, log=print):
     row = {"shapes": case.shape_summary, "default": entry(simulate(op_name, case))}
     log(f"{op_name} {case.id} [{case.shape_summary}]\n  default   {row['default']['us']:9.1f} us  "
         f"tasks {row['default']['tasks']}  {measure.summary(row['default'])}")
-    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
-    configs = {name: None for name in getattr(kernel, "VARIANTS", {})}
+    kernel = _kernel(op_name)
+    configs = {name: None for name in getattr(kernel, "VARIANTS", {})} if variants else {}
     if sweep:
         configs.update(SWEEPS.get(op_name, {}))
     for name, kwargs in configs.items():
@@ -157,9 +164,12 @@ def _fused_tiles(linear_case):
     return {"cube": tuple(tuple(pair) for pair in tiles)}
 
 
+def _kernel(op_name):
+    return __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
+
+
 def _simulate_variant(op_name, case, name):
-    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
-    return simulate(op_name, case, dict(kernel.VARIANTS[name]))
+    return simulate(op_name, case, dict(_kernel(op_name).VARIANTS[name]))
 
 
 def interp_ratio(op_name, repeat=5):
@@ -173,17 +183,51 @@ def interp_ratio(op_name, repeat=5):
     return case.id, row["interp_s"], row["golden_s"], row["interp_over_golden"]
 
 
+def markdown_table(op_name, rows, peak) -> str:
+    """The measured-figures table of a fused operator's README and card, from its JSON rows."""
+    lines = ["| level | shapes | fused µs | tasks | TFLOPS (% of peak) | upstream config µs (fused speedup) "
+             "| chain of atoms µs (fused speedup) | chain with the linear on the fused tiles µs (fused speedup) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for level, row in rows.items():
+        fused = row["default"]
+        upstream = f"{row['upstream']['us']:.1f} ({row['upstream']['us'] / fused['us']:.2f}x)" if "upstream" in row else "-"
+        cells = [level, row["shapes"], f"{fused['us']:.1f}", str(fused["tasks"]),
+                 f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)", upstream]
+        for key in ("chain", "chain_fused_tiles"):
+            chain = row[key]
+            parts = " + ".join(f"{op} {us:.1f}" for op, us in chain["parts"].items())
+            cells.append(f"{chain['us']:.1f} = {parts} (**{chain['fused_speedup']:.2f}x**)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="+", default=list(OPS))
     parser.add_argument("--levels", nargs="+", help="case ids (default: DEFAULT_LEVELS)")
     parser.add_argument("--sweep", action="store_true", help="also simulate the SWEEPS tuning candidates")
     parser.add_argument("--interp", action="store_true", help="only the interpreter / golden ratios")
+    parser.add_argument("--no-variants", action="store_true",
+                        help="skip kernel.VARIANTS (keeps their figures from the JSON file: use only when the "
+                             "variants' kernels did not change)")
     parser.add_argument("--json", default=str(MEASURED), help="merge results into this file")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for --interp (default 1: on a shared machine many small ops "
                              "otherwise wait on busy intra-op threads, which the few large golden ops do not)")
+    parser.add_argument("--table", action="store_true",
+                        help="print the fused operators' measured tables (Markdown) from the JSON file and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        from ptogym.backends._pypto_runtime import platform_model
+
+        measured = json.loads(Path(args.json).read_text())
+        peak = measure.cube_peak_tflops(platform_model())
+        for op_name in args.ops:
+            rows = {level: measured[op_name][level] for level in DEFAULT_LEVELS[op_name]
+                    if "chain_fused_tiles" in measured.get(op_name, {}).get(level, {})}
+            if rows:
+                print(f"{op_name}\n{markdown_table(op_name, rows, peak)}\n")
+        return 0
     if args.interp:
         torch.set_num_threads(args.threads)
         for op_name in args.ops:
@@ -202,7 +246,13 @@ def main(argv=None):
         spec = get_op(op_name)
         wanted = args.levels or DEFAULT_LEVELS.get(op_name, ())
         for case in [c for c in load_cases(spec.cases_path, spec) if c.id in wanted]:
-            measured.setdefault(op_name, {})[case.id] = bench_level(op_name, case, model, args.sweep)
+            row = bench_level(op_name, case, model, args.sweep, variants=not args.no_variants)
+            if args.no_variants:
+                old = measured.get(op_name, {}).get(case.id, {})
+                for name in getattr(_kernel(op_name), "VARIANTS", {}):
+                    if name in old:
+                        row[name] = {**old[name], "default_speedup": old[name]["us"] / row["default"]["us"]}
+            measured.setdefault(op_name, {})[case.id] = row
             path.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path}")
     return 0

@@ -49,6 +49,7 @@ def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int 
 
 CUBE_CORES = 24  # DAV_2201
 BIG_X_TILE_BYTES = 1 << 20
+MIN_TASK_WEIGHT_BYTES = 128 << 10
 
 
 def _round_up(value: int, step: int) -> int:
@@ -66,7 +67,8 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
     as long as L1 (512 KiB) holds both tiles, whole K when it fits (few, large
     copies), and the n tile spreads the weight over the cube cores: up to 16 tokens
     (m = 16) one wave of ceil(N / cores) columns (rounded up to 32 bytes); 17-128 tokens (m up to 128, an
-    activation tile as large as the weight tile) N / 16 columns within [64, 256].
+    activation tile as large as the weight tile) N / 16 columns within [64, 256]; never
+    less than 128 KiB of weight per task (a copy's fixed cost is ~130 KiB of transfer).
     Larger blocks keep ``cube_tile_shapes`` (k 256/512) with n 256 when the
     activation tile holds 1 MiB or more, else 128."""
     m = min(128, _round_up(rows, 16))
@@ -78,7 +80,8 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
         n0 = _round_up(-(-n // cube_cores), 32 // element_bytes)
     else:
         n0 = min(256, max(64, _round_up(-(-n // 16), 64)))
-    n0 = min(n0, n)
+    # a task streaming less weight than ~one copy's fixed cost is not worth its dispatch
+    n0 = min(max(n0, _round_up(-(-MIN_TASK_WEIGHT_BYTES // (k * element_bytes)), 16)), n)
     k0 = min(256 * 2 // element_bytes, k)
     while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
         k0 //= 2
