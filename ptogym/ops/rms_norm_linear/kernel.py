@@ -39,12 +39,15 @@ MAX_K = MAX_HIDDEN
 NORM_TASK_ROWS = "auto"  # rows per vector task of the norm stage: norm_task_rows_for (measured, README)
 
 
-def norm_task_rows_for(size: int) -> int:
-    """Rows per vector task of the norm stage for a block of ``size`` tokens (cost model):
-    blocks of 17-128 tokens in 4-row tasks (more tasks in parallel: 64-token blocks at
-    4096 -> 512 25.6 -> 23.2 µs), others in 16-row tasks (1024-token blocks: 4-row
-    tasks 108.8 µs against 89.4; up to 16 tokens: one task, no join in front of the cube)."""
-    return 4 if 16 < size <= 128 else 16
+def norm_task_rows_for(size: int, k: int) -> int:
+    """Rows per vector task of the norm stage for a block of ``size`` tokens of ``k``
+    features (cost model): blocks of 17-128 tokens in tasks of ~16K elements, at least
+    4 rows (more tasks in parallel: 64-token blocks at 4096 -> 512 25.6 -> 23.2 µs in
+    4-row tasks; at K = 512 more, smaller tasks only wait longer for dispatch and a
+    wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); others in
+    16-row tasks (1024-token blocks: 4-row tasks 108.8 µs against 89.4; up to 16
+    tokens: one task, no join in front of the cube)."""
+    return max(4, min(size, 16384 // k)) if 16 < size <= 128 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -78,7 +81,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     def staged_vector_stage(x, gamma, eps, row, size):
         """The vector stage in tasks of ``norm_task_rows`` rows (alternating scope ids
         keep neighbours apart), joined for the cube stage."""
-        task_rows = norm_task_rows_for(size) if norm_task_rows == "auto" else norm_task_rows
+        task_rows = norm_task_rows_for(size, k) if norm_task_rows == "auto" else norm_task_rows
         parts = []
         for offset in range(0, size, task_rows):
             pypto.set_pass_options(sg_set_scope=1 + (offset // task_rows) % 2)
