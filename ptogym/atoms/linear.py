@@ -69,13 +69,12 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
     (m = 16) one wave of ceil(N / cores) columns (rounded up to 32 bytes); 17-128 tokens (m up to 128, an
     activation tile as large as the weight tile) N / 16 columns within [64, 256]; never
     less than 128 KiB of weight per task (a copy's fixed cost is ~130 KiB of transfer).
-    Larger blocks keep ``cube_tile_shapes`` (k 256/512) with n 256 when the
-    activation tile holds 1 MiB or more, else 128."""
+    Larger blocks (many m tiles, several waves) take n 256 when the activation tile
+    holds 1 MiB or more, else 128."""
     m = min(128, _round_up(rows, 16))
     if rows > 128:
-        n_tile = 256 if m * k * element_bytes >= BIG_X_TILE_BYTES else 128
-        return cube_tile_shapes(rows, k, n, element_bytes, n_tile=n_tile)
-    if rows <= 16:
+        n0 = 256 if m * k * element_bytes >= BIG_X_TILE_BYTES else 128
+    elif rows <= 16:
         # pypto: nL0 * sizeof(dtype) must be 32-byte aligned (int8: multiples of 32)
         n0 = _round_up(-(-n // cube_cores), 32 // element_bytes)
     else:

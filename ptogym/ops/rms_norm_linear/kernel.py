@@ -31,10 +31,14 @@ from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm, to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
-# token block sizes: the loop's iterations run one after another under the cost model
-# (each is V then C), so fewer, larger blocks win: 1024 tokens at 4096 -> 1024 take
-# 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one 1024-token block
+# token block sizes: every block streams the whole weight, so fewer, larger blocks win at
+# 1024 tokens (4096 -> 1024: 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one
+# 1024-token block, before projection_tile_shapes); 128 tokens run as two 64-token blocks
+# (more cube tasks in one wave: 4096 -> 512 23.2 µs against 28.3 in one block) unless the
+# weight is large (2048 -> 4096, 16 MiB streamed twice: 45.2 µs against 31.5 in one block)
 UNROLL = (1024, 256, 64, 16, 4, 1)
+UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 16, 4, 1)
+LARGE_WEIGHT_BYTES = 8 << 20
 MAX_K = MAX_HIDDEN
 NORM_TASK_ROWS = "auto"  # rows per vector task of the norm stage: norm_task_rows_for (measured, README)
 
@@ -58,7 +62,7 @@ VARIANTS = {
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
-          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS):
+          unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS):
     """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
@@ -68,9 +72,11 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     dt = getattr(pypto, dtype)
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
+    element_bytes = 1 if quant else 2
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
     sizes = sorted(set(unroll) | {1}, reverse=True)
     norm_rows, out_rows = vec_tile_rows(k, sizes[0]), vec_tile_rows(n, sizes[0])
-    element_bytes = 1 if quant else 2
 
     def vector_stage(x, gamma, eps, row, size):
         """Norm (and quant) of rows [row, row + size): (activations, x_scale or None)."""
