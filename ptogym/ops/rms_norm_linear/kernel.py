@@ -11,20 +11,21 @@ Per block of token rows (``ptogym.atoms``):
 
 What fusing buys on DAV_2201: its vector and cube cores are separate
 (``cube_vector_combine=split`` in A2A3.ini), so the normed block crosses from the
-vector to the cube cores through GM/L2 inside the kernel too; the gain is the kernel
-boundary - the cube tasks of block i start as soon as block i's rows are normalised
-and overlap the norm of block i+1, where a chain of kernels waits for the whole
-norm (and quant) kernel.  AT-11 quantises the fp32 normed rows directly (no bf16
-rounding in between).
+vector to the cube cores through GM/L2 inside the kernel too, and under pypto's cost
+model that vector -> cube task dependency costs ~4-6 µs of AICPU polling, successor
+resolving and dispatch (README: the cause of the levels where fusing loses).  The
+gain is the kernel boundary: the cube tasks of one block start as soon as its rows
+are normalised and overlap the other blocks' norms.  AT-11 quantises the fp32
+normed rows directly (no bf16 rounding in between).
 
 Schedule: ``loop_unroll`` over the token axis in static blocks of ``unroll`` rows
-(1 takes the ragged tail).  Per block the vector stage runs as tasks of
-``norm_task_rows`` rows (``sg_set_scope`` ids alternate so neighbours stay apart;
-vector tile (``vec_tile_rows(K)``, K)) whose results are concatenated for the cube;
-left to the compiler, a 128-row block's norm became dozens of 4-row tasks
-serialised in front of the cube (pypto cost model: 584 tasks, 400 µs for 1024
-tokens at 4096 -> 1024).  Then the cube tiles of ``cube_tile_shapes`` and the
-(``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
+(1 takes the ragged tail; 128-row blocks only for weights of 8 MiB or more).  Per
+block the vector stage runs as tasks of ``norm_task_rows_for`` rows (``sg_set_scope``
+ids alternate so neighbours stay apart; vector tile (``vec_tile_rows(K)``, K))
+whose results are concatenated for the cube; left to the compiler, a 128-row
+block's norm became dozens of 4-row tasks serialised in front of the cube.  Then the
+cube tiles of ``projection_tile_shapes`` (long L1 k tiles: few, large copies) and
+the (``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
 """
 from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8, projection_tile_shapes
 from ptogym.atoms.quant import per_token_quant
@@ -67,8 +68,11 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
     y [rows, n] of ``out_dtype`` (default ``dtype``).  The vector stage of a token
-    block runs as tasks of ``norm_task_rows`` rows joined for the cube;
-    ``norm_task_rows=None`` leaves the split to the compiler (upstream's layout)."""
+    block runs as tasks of ``norm_task_rows`` rows ("auto": ``norm_task_rows_for``)
+    joined for the cube; ``norm_task_rows=None`` leaves the split to the compiler
+    (upstream's layout).  ``unroll=None`` picks the token blocks from the weight's size;
+    ``cube`` (fixed tiles) or ``n_tile`` select AT-09's ``cube_tile_shapes`` instead of
+    ``projection_tile_shapes``."""
     dt = getattr(pypto, dtype)
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
