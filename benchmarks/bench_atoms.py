@@ -185,14 +185,17 @@ def interp_ratio(op_name, repeat=5):
 
 def markdown_table(op_name, rows, peak) -> str:
     """The measured-figures table of a fused operator's README and card, from its JSON rows."""
-    lines = ["| level | shapes | fused µs | tasks | TFLOPS (% of peak) | upstream config µs (fused speedup) "
-             "| chain of atoms µs (fused speedup) | chain with the linear on the fused tiles µs (fused speedup) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [f"| level | shapes | fused µs | tasks | TFLOPS (% of {peak:.1f} peak) | GB/s (% of DDR / of copy asymptote) "
+             "| upstream config µs (fused speedup) | chain of atoms µs (fused speedup) "
+             "| chain with the linear on the fused tiles µs (fused speedup) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for level, row in rows.items():
         fused = row["default"]
         upstream = f"{row['upstream']['us']:.1f} ({row['upstream']['us'] / fused['us']:.2f}x)" if "upstream" in row else "-"
         cells = [level, row["shapes"], f"{fused['us']:.1f}", str(fused["tasks"]),
-                 f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)", upstream]
+                 f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)",
+                 f"{fused['gbps']:.0f} ({fused['percent_of_ddr']:.0f}% / {fused['percent_of_copy_asymptote']:.1f}%)",
+                 upstream]
         for key in ("chain", "chain_fused_tiles"):
             chain = row[key]
             parts = " + ".join(f"{op} {us:.1f}" for op, us in chain["parts"].items())

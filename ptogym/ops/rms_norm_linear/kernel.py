@@ -36,9 +36,11 @@ from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 # 1024 tokens (4096 -> 1024: 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one
 # 1024-token block, before projection_tile_shapes); 128 tokens run as two 64-token blocks
 # (more cube tasks in one wave: 4096 -> 512 23.2 µs against 28.3 in one block) unless the
-# weight is large (2048 -> 4096, 16 MiB streamed twice: 45.2 µs against 31.5 in one block)
-UNROLL = (1024, 256, 64, 16, 4, 1)
-UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 16, 4, 1)
+# weight is large (2048 -> 4096, 16 MiB streamed twice: 45.2 µs against 31.5 in one block);
+# 32 and 2 cut ragged counts into fewer blocks (99 tokens, 512 -> 256: 64 + 32 + 2 + 1,
+# 17.8 -> 16.9 µs; int8 17.7 -> 16.5)
+UNROLL = (1024, 256, 64, 32, 16, 4, 2, 1)
+UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 4, 2, 1)
 LARGE_WEIGHT_BYTES = 8 << 20
 MAX_K = MAX_HIDDEN
 NORM_TASK_ROWS = "auto"  # rows per vector task of the norm stage: norm_task_rows_for (measured, README)
