@@ -16,6 +16,13 @@ def linear(pypto, x, weight, out_dtype, *, bias=None):
     return pypto.cast(pypto.add(y, bias), out_dtype)
 
 
+def linear_cube_bias(pypto, x, weight, bias, out_dtype):
+    """x [rows, K] @ weight [N, K]^T + bias [1, N] (x's dtype) with the bias added to the
+    fp32 accumulator by the cube itself (matmul's ``bias_tensor``): the same numbers as
+    ``linear(..., bias=to_fp32(bias))`` without a vector epilogue task."""
+    return pypto.matmul(x, weight, out_dtype, b_trans=True, extend_params={"bias_tensor": bias})
+
+
 def linear_w8a8(pypto, x_int8, weight_int8, x_scale, w_scale, out_dtype):
     """x_int8 [rows, K], weight_int8 [N, K], x_scale [rows, 1] fp32, w_scale [1, N] fp32."""
     acc = pypto.matmul(x_int8, weight_int8, pypto.DT_INT32, b_trans=True)

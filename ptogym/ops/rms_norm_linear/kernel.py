@@ -27,9 +27,9 @@ block's norm became dozens of 4-row tasks serialised in front of the cube.  Then
 cube tiles of ``projection_tile_shapes`` (long L1 k tiles: few, large copies) and
 the (``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8, projection_tile_shapes
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_cube_bias, linear_w8a8, projection_tile_shapes
 from ptogym.atoms.quant import per_token_quant
-from ptogym.atoms.rms_norm import rms_norm, to_fp32
+from ptogym.atoms.rms_norm import rms_norm
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
 # token block sizes: every block streams the whole weight, so fewer, larger blocks win at
@@ -118,7 +118,8 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
         else:
-            y = linear(pypto, activations, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
+            y = linear_cube_bias(pypto, activations, weight, bias, out_dt) if has_bias else linear(
+                pypto, activations, weight, out_dt)
         pypto.assemble(y, [row, 0], y_out)
 
     @pypto.frontend.jit()
