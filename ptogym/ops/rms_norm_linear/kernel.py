@@ -25,7 +25,8 @@ ids alternate so neighbours stay apart; vector tile (``vec_tile_rows(K)``, K))
 whose results are concatenated for the cube; left to the compiler, a 128-row
 block's norm became dozens of 4-row tasks serialised in front of the cube.  Then the
 cube tiles of ``projection_tile_shapes`` (long L1 k tiles: few, large copies) and
-the (``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
+the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
+cube: ``linear_cube_bias``).  No torch here.
 """
 from ptogym.atoms.linear import cube_tile_shapes, linear, linear_cube_bias, linear_w8a8, projection_tile_shapes
 from ptogym.atoms.quant import per_token_quant
