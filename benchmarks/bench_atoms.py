@@ -12,15 +12,14 @@ operator the chain of its atom operators run as separate kernels on the same
 shapes (their µs summed; intermediates go through HBM) and the fused/chain ratio.
 Matmul operators report TFLOPS against the cube peak, all report GB/s against the
 nominal DDR rate and the per-core copy asymptote (``ptogym.atoms.measure``).
-Every simulation runs in a child process of its own (pypto frees compiled kernels
-only at exit).  Run it under ``flock /tmp/ptogym-pypto.lock``: large shapes take
+Every simulation runs in a pypto-sim worker process of its own (pypto frees compiled
+kernels only at exit).  Run it under ``flock /tmp/ptogym-pypto.lock``: large shapes take
 ~30-60 s and GBs each.  Results merge into ``ptogym/patterns/measured.json``.
 """
 import argparse
 import ctypes
 import json
 import math
-import multiprocessing
 import sys
 import time
 import warnings
@@ -44,8 +43,11 @@ DEFAULT_LEVELS = {
     "per_token_quant": ("level0", "level1", "level3", "qwen3_t128"),
     "dequant": ("level0", "level1", "level3"),
     "linear": ("mla_q_a_t1", "level1", "mla_kv_t128", "level5", "qwen3_qkv_t16", "qwen3_qkv_t1024"),
-    "rms_norm_linear": ("level4", "level1", "mla_kv_t128", "level5", "qwen3_t16", "qwen3_t1024"),
-    "rms_norm_linear_quant": ("level4", "level1", "mla_kv_t128", "level5", "qwen3_t16"),
+    # the fused operators: every level (the issue's target is "faster than the chain on every level")
+    "rms_norm_linear": ("level0", "level1", "level2", "level3", "level4", "level5", "mla_kv_t128", "qwen3_t16",
+                        "qwen3_t1024"),
+    "rms_norm_linear_quant": ("level0", "level1", "level2", "level3", "level4", "level5", "mla_kv_t128",
+                              "qwen3_t16", "qwen3_t1024"),
 }
 #: tuning candidates (kernel build kwargs) simulated with --sweep
 SWEEPS = {
@@ -59,25 +61,33 @@ SWEEPS = {
 
 
 def _simulate(op_name, case, kwargs):
-    """Child process: cost-model µs, tasks and cores of one launch (``kwargs``: build overrides)."""
+    """Cost-model µs, tasks and cores of one launch (``kwargs``: build overrides)."""
     from ptogym.backends import get_backend
 
     spec = get_op(op_name)
     sim = get_backend("pypto-sim")
     sim.max_compute_elements = 0
     variant = None
+    kernel = _kernel(op_name)
     if kwargs:
-        kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
         kernel.VARIANTS["_bench"] = kwargs
         variant = "_bench"
     inputs = make_case_inputs(spec, case)
-    _, report = spec.run(inputs, case.attrs, sim, variant=variant)
+    try:
+        with sim.cost_only():  # timings only: pypto's interpreter computes no outputs here
+            _, report = spec.run(inputs, case.attrs, sim, variant=variant)
+    finally:
+        getattr(kernel, "VARIANTS", {}).pop("_bench", None)
     return {"us": report.simulated_us, "tasks": report.tasks, "cores": report.cores}
 
 
 def simulate(op_name, case, kwargs=None):
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_simulate, (op_name, case, kwargs))
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        return _simulate(op_name, case, kwargs)
+    finally:  # pypto frees compiled kernels only at exit: a fresh worker process per simulation
+        stop_workers()
 
 
 def _chain_cases(op_name, case):
@@ -104,7 +114,7 @@ def _chain_cases(op_name, case):
     return [norm, quant, lin]
 
 
-def bench_level(op_name, case, model, sweep=False, log=print):
+def bench_level(op_name, case, model, sweep=False, log=print, variants=True):
     spec = get_op(op_name)
     flops = spec.extra.get("flops")
     flop_count = flops(case) if flops else None
@@ -115,8 +125,8 @@ def bench_level(op_name, case, model, sweep=False, log=print):
     row = {"shapes": case.shape_summary, "default": entry(simulate(op_name, case))}
     log(f"{op_name} {case.id} [{case.shape_summary}]\n  default   {row['default']['us']:9.1f} us  "
         f"tasks {row['default']['tasks']}  {measure.summary(row['default'])}")
-    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
-    configs = {name: None for name in getattr(kernel, "VARIANTS", {})}
+    kernel = _kernel(op_name)
+    configs = {name: None for name in getattr(kernel, "VARIANTS", {})} if variants else {}
     if sweep:
         configs.update(SWEEPS.get(op_name, {}))
     for name, kwargs in configs.items():
@@ -126,17 +136,44 @@ def bench_level(op_name, case, model, sweep=False, log=print):
         log(f"  {name:<9} {result['us']:9.1f} us  tasks {result['tasks']}  default is "
             f"{result['default_speedup']:.2f}x faster")
     if "chain" in spec.extra:
-        parts = [(op, simulate(op, chain_case)["us"]) for op, chain_case in _chain_cases(op_name, case)]
-        total = sum(us for _, us in parts)
-        row["chain"] = {"parts": dict(parts), "us": total, "fused_speedup": total / row["default"]["us"]}
-        log(f"  chain     {total:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in parts)})  fused is "
-            f"{row['chain']['fused_speedup']:.2f}x faster")
+        chain = _chain_cases(op_name, case)
+        parts = {op: simulate(op, chain_case)["us"] for op, chain_case in chain}
+        row["chain"] = _chain_row(parts, row["default"]["us"])
+        log(f"  chain     {row['chain']['us']:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in parts.items())})  "
+            f"fused is {row['chain']['fused_speedup']:.2f}x faster")
+        # what-if: the chain's linear on the cube tiles the fused kernel uses (ptogym/ops/linear keeps its
+        # own tiling; this shows how much of the fused kernel's lead is tiling rather than fusion)
+        linear_case = dict(chain)["linear"]
+        tuned = {**parts, "linear": simulate("linear", linear_case, _fused_tiles(linear_case))["us"]}
+        row["chain_fused_tiles"] = _chain_row(tuned, row["default"]["us"])
+        log(f"  chain'    {row['chain_fused_tiles']['us']:9.1f} us  (linear on the fused kernel's cube tiles "
+            f"{tuned['linear']:.1f})  fused is {row['chain_fused_tiles']['fused_speedup']:.2f}x faster")
     return row
 
 
+def _chain_row(parts, fused_us):
+    total = sum(parts.values())
+    return {"parts": parts, "us": total, "fused_speedup": total / fused_us}
+
+
+def _fused_tiles(linear_case):
+    """Build kwargs giving the linear kernel the fused kernel's cube tiles
+    (``projection_tile_shapes``) for its largest token block."""
+    from ptogym.atoms.linear import projection_tile_shapes
+    from ptogym.ops.linear.kernel import UNROLL
+
+    x, weight = linear_case.inputs["x"], linear_case.inputs["weight"]
+    rows, (n, k) = min(math.prod(x.shape[:-1]), max(UNROLL)), weight.shape
+    tiles = projection_tile_shapes(rows, k, n, 1 if weight.dtype == torch.int8 else 2)
+    return {"cube": tuple(tuple(pair) for pair in tiles)}
+
+
+def _kernel(op_name):
+    return __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
+
+
 def _simulate_variant(op_name, case, name):
-    kernel = __import__(f"ptogym.ops.{op_name}.kernel", fromlist=["VARIANTS"])
-    return simulate(op_name, case, dict(kernel.VARIANTS[name]))
+    return simulate(op_name, case, dict(_kernel(op_name).VARIANTS[name]))
 
 
 def interp_ratio(op_name, repeat=15, include_slow=False):
@@ -193,6 +230,27 @@ def interp_table(op_names, threads, include_slow=False):
     return 0 if worst <= 2 else 1
 
 
+def markdown_table(op_name, rows, peak) -> str:
+    """The measured-figures table of a fused operator's README and card, from its JSON rows."""
+    lines = [f"| level | shapes | fused µs | tasks | TFLOPS (% of {peak:.1f} peak) | GB/s (% of DDR / of copy asymptote) "
+             "| upstream config µs (fused speedup) | chain of atoms µs (fused speedup) "
+             "| chain with the linear on the fused tiles µs (fused speedup) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for level, row in rows.items():
+        fused = row["default"]
+        upstream = f"{row['upstream']['us']:.1f} ({row['upstream']['us'] / fused['us']:.2f}x)" if "upstream" in row else "-"
+        cells = [level, row["shapes"], f"{fused['us']:.1f}", str(fused["tasks"]),
+                 f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)",
+                 f"{fused['gbps']:.0f} ({fused['percent_of_ddr']:.0f}% / {fused['percent_of_copy_asymptote']:.1f}%)",
+                 upstream]
+        for key in ("chain", "chain_fused_tiles"):
+            chain = row[key]
+            parts = " + ".join(f"{op} {us:.1f}" for op, us in chain["parts"].items())
+            cells.append(f"{chain['us']:.1f} = {parts} (**{chain['fused_speedup']:.2f}x**)")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", nargs="+", default=list(OPS))
@@ -204,11 +262,27 @@ def main(argv=None):
     parser.add_argument("--include-slow", action="store_true",
                         help="with --interp: each operator's largest level including the slow ones (best of 3; "
                              "GBs of memory for the largest)")
+    parser.add_argument("--no-variants", action="store_true",
+                        help="skip kernel.VARIANTS (keeps their figures from the JSON file: use only when the "
+                             "variants' kernels did not change)")
     parser.add_argument("--json", default=str(MEASURED), help="merge results into this file")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads for --interp (default 1: on a shared machine many small ops "
                              "otherwise wait on busy intra-op threads, which the few large golden ops do not)")
+    parser.add_argument("--table", action="store_true",
+                        help="print the fused operators' measured tables (Markdown) from the JSON file and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        from ptogym.backends._pypto_runtime import platform_model
+
+        measured = json.loads(Path(args.json).read_text())
+        peak = measure.cube_peak_tflops(platform_model())
+        for op_name in args.ops:
+            rows = {level: measured[op_name][level] for level in DEFAULT_LEVELS[op_name]
+                    if "chain_fused_tiles" in measured.get(op_name, {}).get(level, {})}
+            if rows:
+                print(f"{op_name}\n{markdown_table(op_name, rows, peak)}\n")
+        return 0
     if args.interp:
         return interp_table(args.ops if args.ops != list(OPS) else list(OP_NAMES), args.threads, args.include_slow)
     from ptogym.backends._pypto_runtime import platform_model
@@ -222,7 +296,13 @@ def main(argv=None):
         spec = get_op(op_name)
         wanted = args.levels or DEFAULT_LEVELS.get(op_name, ())
         for case in [c for c in load_cases(spec.cases_path, spec) if c.id in wanted]:
-            measured.setdefault(op_name, {})[case.id] = bench_level(op_name, case, model, args.sweep)
+            row = bench_level(op_name, case, model, args.sweep, variants=not args.no_variants)
+            if args.no_variants:
+                old = measured.get(op_name, {}).get(case.id, {})
+                for name in getattr(_kernel(op_name), "VARIANTS", {}):
+                    if name in old:
+                        row[name] = {**old[name], "default_speedup": old[name]["us"] / row["default"]["us"]}
+            measured.setdefault(op_name, {})[case.id] = row
             path.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path}")
     return 0

@@ -16,6 +16,13 @@ def linear(pypto, x, weight, out_dtype, *, bias=None):
     return pypto.cast(pypto.add(y, bias), out_dtype)
 
 
+def linear_cube_bias(pypto, x, weight, bias, out_dtype):
+    """x [rows, K] @ weight [N, K]^T + bias [1, N] (x's dtype) with the bias added to the
+    fp32 accumulator by the cube itself (matmul's ``bias_tensor``): the same numbers as
+    ``linear(..., bias=to_fp32(bias))`` without a vector epilogue task."""
+    return pypto.matmul(x, weight, out_dtype, b_trans=True, extend_params={"bias_tensor": bias})
+
+
 def linear_w8a8(pypto, x_int8, weight_int8, x_scale, w_scale, out_dtype):
     """x_int8 [rows, K], weight_int8 [N, K], x_scale [rows, 1] fp32, w_scale [1, N] fp32."""
     acc = pypto.matmul(x_int8, weight_int8, pypto.DT_INT32, b_trans=True)
@@ -48,6 +55,46 @@ def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int 
 
 
 CUBE_CORES = 24  # DAV_2201
+BIG_X_TILE_BYTES = 1 << 20
+MIN_TASK_WEIGHT_BYTES = 128 << 10
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_cores: int = CUBE_CORES):
+    """``set_cube_tile_shapes`` arguments for one block of ``rows`` tokens times a
+    [n, k] weight, tuned under pypto 0.2.0's cost model (numbers in the AT-10 card).
+
+    The cost model charges every GM -> L1 copy ~1400 cycles plus ~95 bytes a cycle,
+    and a cube task copies its activation tile and its weight tile once per L1 k step,
+    one after the other: with ``cube_tile_shapes``' 512-long k steps a 1-token block
+    spends 16 copies on K = 4096.  So for blocks of up to 128 tokens the L1 k tile is
+    as long as L1 (512 KiB) holds both tiles, whole K when it fits (few, large
+    copies), and the n tile spreads the weight over the cube cores: up to 16 tokens
+    (m = 16) one wave of ceil(N / cores) columns (rounded up to 32 bytes); 17-128 tokens (m up to 128, an
+    activation tile as large as the weight tile) N / 16 columns within [64, 256]; never
+    less than 128 KiB of weight per task (a copy's fixed cost is ~130 KiB of transfer).
+    Larger blocks (many m tiles, several waves) take n 256 when the activation tile
+    holds 1 MiB or more, else 128."""
+    m = min(128, _round_up(rows, 16))
+    if rows > 128:
+        n0 = 256 if m * k * element_bytes >= BIG_X_TILE_BYTES else 128
+    elif rows <= 16:
+        # pypto: nL0 * sizeof(dtype) must be 32-byte aligned (int8: multiples of 32)
+        n0 = _round_up(-(-n // cube_cores), 32 // element_bytes)
+    else:
+        n0 = min(256, max(64, _round_up(-(-n // 16), 64)))
+    # a task streaming less weight than ~one copy's fixed cost is not worth its dispatch
+    n0 = min(max(n0, _round_up(-(-MIN_TASK_WEIGHT_BYTES // (k * element_bytes)), 16)), n)
+    k0 = min(256 * 2 // element_bytes, k)
+    while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
+        k0 //= 2
+    k1 = k
+    while k1 > k0 and ((m + n0) * k1 * element_bytes > L1_BYTES or k1 % k0):
+        k1 //= 2
+    return [m, m], [k0, k1], [n0, n0]
 
 
 def n_tile_for(rows: int, n: int, block: int, cube_cores: int = CUBE_CORES) -> int:

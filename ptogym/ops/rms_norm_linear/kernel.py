@@ -11,32 +11,51 @@ Per block of token rows (``ptogym.atoms``):
 
 What fusing buys on DAV_2201: its vector and cube cores are separate
 (``cube_vector_combine=split`` in A2A3.ini), so the normed block crosses from the
-vector to the cube cores through GM/L2 inside the kernel too; the gain is the kernel
-boundary - the cube tasks of block i start as soon as block i's rows are normalised
-and overlap the norm of block i+1, where a chain of kernels waits for the whole
-norm (and quant) kernel.  AT-11 quantises the fp32 normed rows directly (no bf16
-rounding in between).
+vector to the cube cores through GM/L2 inside the kernel too, and under pypto's cost
+model that vector -> cube task dependency costs ~4-6 µs of AICPU polling, successor
+resolving and dispatch (README: the cause of the levels where fusing loses).  The
+gain is the kernel boundary: the cube tasks of one block start as soon as its rows
+are normalised and overlap the other blocks' norms.  AT-11 quantises the fp32
+normed rows directly (no bf16 rounding in between).
 
 Schedule: ``loop_unroll`` over the token axis in static blocks of ``unroll`` rows
-(1 takes the ragged tail).  Per block the vector stage runs as tasks of
-``norm_task_rows`` rows (``sg_set_scope`` ids alternate so neighbours stay apart;
-vector tile (``vec_tile_rows(K)``, K)) whose results are concatenated for the cube;
-left to the compiler, a 128-row block's norm became dozens of 4-row tasks
-serialised in front of the cube (pypto cost model: 584 tasks, 400 µs for 1024
-tokens at 4096 -> 1024).  Then the cube tiles of ``cube_tile_shapes`` and the
-(``vec_tile_rows(N)``, N) tiles of the bias / dequant epilogue.  No torch here.
+(1 takes the ragged tail; 128-row blocks only for weights of 8 MiB or more).  Per
+block the vector stage runs as tasks of ``norm_task_rows_for`` rows (``sg_set_scope``
+ids alternate so neighbours stay apart; vector tile (``vec_tile_rows(K)``, K))
+whose results are concatenated for the cube; left to the compiler, a 128-row
+block's norm became dozens of 4-row tasks serialised in front of the cube.  Then the
+cube tiles of ``projection_tile_shapes`` (long L1 k tiles: few, large copies) and
+the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
+cube: ``linear_cube_bias``).  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_w8a8
+from ptogym.atoms.linear import cube_tile_shapes, linear, linear_cube_bias, linear_w8a8, projection_tile_shapes
 from ptogym.atoms.quant import per_token_quant
-from ptogym.atoms.rms_norm import rms_norm, to_fp32
+from ptogym.atoms.rms_norm import rms_norm
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
-# token block sizes: the loop's iterations run one after another under the cost model
-# (each is V then C), so fewer, larger blocks win: 1024 tokens at 4096 -> 1024 take
-# 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one 1024-token block
-UNROLL = (1024, 256, 64, 16, 4, 1)
+# token block sizes: every block streams the whole weight, so fewer, larger blocks win at
+# 1024 tokens (4096 -> 1024: 333 µs in 128-token blocks, 601 in 64, 2071 in 16, 110 in one
+# 1024-token block, before projection_tile_shapes); 128 tokens run as two 64-token blocks
+# (more cube tasks in one wave: 4096 -> 512 23.2 µs against 28.3 in one block) unless the
+# weight is large (2048 -> 4096, 16 MiB streamed twice: 45.2 µs against 31.5 in one block);
+# 32 and 2 cut ragged counts into fewer blocks (99 tokens, 512 -> 256: 64 + 32 + 2 + 1,
+# 17.8 -> 16.9 µs; int8 17.7 -> 16.5)
+UNROLL = (1024, 256, 64, 32, 16, 4, 2, 1)
+UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 4, 2, 1)
+LARGE_WEIGHT_BYTES = 8 << 20
 MAX_K = MAX_HIDDEN
-NORM_TASK_ROWS = 16  # rows per vector task of the norm stage (measured, README)
+NORM_TASK_ROWS = "auto"  # rows per vector task of the norm stage: norm_task_rows_for (measured, README)
+
+
+def norm_task_rows_for(size: int, k: int) -> int:
+    """Rows per vector task of the norm stage for a block of ``size`` tokens of ``k``
+    features (cost model): blocks of 17-128 tokens in tasks of ~16K elements, at least
+    4 rows (more tasks in parallel: 64-token blocks at 4096 -> 512 25.6 -> 23.2 µs in
+    4-row tasks; at K = 512 more, smaller tasks only wait longer for dispatch and a
+    wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); others in
+    16-row tasks (1024-token blocks: 4-row tasks 108.8 µs against 89.4; up to 16
+    tokens: one task, no join in front of the cube)."""
+    return max(4, min(size, 16384 // k)) if 16 < size <= 128 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -47,19 +66,24 @@ VARIANTS = {
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
-          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128, norm_task_rows=NORM_TASK_ROWS):
+          unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS):
     """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
     y [rows, n] of ``out_dtype`` (default ``dtype``).  The vector stage of a token
-    block runs as tasks of ``norm_task_rows`` rows joined for the cube;
-    ``norm_task_rows=None`` leaves the split to the compiler (upstream's layout)."""
+    block runs as tasks of ``norm_task_rows`` rows ("auto": ``norm_task_rows_for``)
+    joined for the cube; ``norm_task_rows=None`` leaves the split to the compiler
+    (upstream's layout).  ``unroll=None`` picks the token blocks from the weight's size;
+    ``cube`` (fixed tiles) or ``n_tile`` select AT-09's ``cube_tile_shapes`` instead of
+    ``projection_tile_shapes``."""
     dt = getattr(pypto, dtype)
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
+    element_bytes = 1 if quant else 2
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
     sizes = sorted(set(unroll) | {1}, reverse=True)
     norm_rows, out_rows = vec_tile_rows(k, sizes[0]), vec_tile_rows(n, sizes[0])
-    element_bytes = 1 if quant else 2
 
     def vector_stage(x, gamma, eps, row, size):
         """Norm (and quant) of rows [row, row + size): (activations, x_scale or None)."""
@@ -70,10 +94,11 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     def staged_vector_stage(x, gamma, eps, row, size):
         """The vector stage in tasks of ``norm_task_rows`` rows (alternating scope ids
         keep neighbours apart), joined for the cube stage."""
+        task_rows = norm_task_rows_for(size, k) if norm_task_rows == "auto" else norm_task_rows
         parts = []
-        for offset in range(0, size, norm_task_rows):
-            pypto.set_pass_options(sg_set_scope=1 + (offset // norm_task_rows) % 2)
-            parts.append(vector_stage(x, gamma, eps, row + offset, min(norm_task_rows, size - offset)))
+        for offset in range(0, size, task_rows):
+            pypto.set_pass_options(sg_set_scope=1 + (offset // task_rows) % 2)
+            parts.append(vector_stage(x, gamma, eps, row + offset, min(task_rows, size - offset)))
         pypto.set_pass_options(sg_set_scope=-1)
         if len(parts) == 1:
             return parts[0]
@@ -85,12 +110,17 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
         else:
             activations, x_scale = vector_stage(x, gamma, eps, row, size)
-        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile, fixed=cube))
+        if cube or n_tile:
+            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
+        else:
+            tiles = projection_tile_shapes(size, k, n, element_bytes)
+        pypto.set_cube_tile_shapes(*tiles)
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
         else:
-            y = linear(pypto, activations, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
+            y = linear_cube_bias(pypto, activations, weight, bias, out_dt) if has_bias else linear(
+                pypto, activations, weight, out_dt)
         pypto.assemble(y, [row, 0], y_out)
 
     @pypto.frontend.jit()
