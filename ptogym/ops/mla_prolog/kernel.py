@@ -52,6 +52,15 @@ DEQUANT_TILE = 4096  # columns of the [tokens, heads * D] fp32 dequant tile (ups
 #: the shared rule's 2 k0 (128) 132.5 us.  n0 is capped so that the [m, n0] fp32
 #: accumulator fits L0C (n0 = 256 for m = 128).
 CUBE_TILES = (("wq_a", (256, 64, 2)), ("wq_b", (256, 512, 4)), ("wkv", (256, 64, 2)))
+#: The int8 q_b of the quantised kernel: n0 up to 1024 (half the bytes of a bf16 tile; T=1
+#: 32 tasks instead of 64: 81.5 -> 78.8 us, T=16 ~3 us); n0 = 2048 or 24 tasks' 1376 / 1408 /
+#: 1536 columns fail pypto's parser (Errcode FFFFFF).
+INT8_CUBE_TILES = {"wq_b": (256, 1024, 4)}
+#: Heads per vector tile of the per-head RMSNorm (the sum buffer allows 32 of 512): smaller
+#: tiles make more vector tasks in the tail after q_b.  Cost model, quantised kernel, V4:
+#: T=1 90.0 -> 81.5 us (8 or 4 heads; 16: 87.3), T=128 167.0 -> 144.8 (4: 148.2),
+#: T=1024 616.5 -> 574.3; bf16 kernel T=1 98.5 -> 94.5.
+HEAD_TILE_HEADS = 8
 L1_BYTES = 512 * 1024
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -115,7 +124,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
             pypto.set_cube_tile_shapes([m, m], list(k_tiles), list(n_tiles), *split_k)
             return
         m = min(128, -(-tokens // 16) * 16)
-        k_tile, n_cap, depth = tiles[stage]
+        k_tile, n_cap, depth = tiles[stage] if element_bytes == 2 else INT8_CUBE_TILES[stage]
         m_tiles, k_tiles, n_tiles = cube_tile_shapes(tokens, k, n, element_bytes, k_tile=k_tile,
                                                      n_tile=min(n_cap, L0C_FP32 // m))
         deep = min(k, depth * k_tiles[0])
@@ -173,8 +182,8 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         # per-head RMSNorm, RoPE on each head's last R elements
         q_b = pypto.reshape(q_b, [count, heads, head_dim])
         pypto.set_semantic_label("q-head-rmsnorm-rope")
-        tile = vec_tile(count, heads, head_dim)
-        pypto.set_vec_tile_shapes(tile[0], tile[1], head_dim)
+        rows, width_heads = vec_tile(count, heads, head_dim)
+        pypto.set_vec_tile_shapes(rows, min(width_heads, HEAD_TILE_HEADS), head_dim)
         q = pypto.cast(rms_norm(pypto, q_b, eps, rsqrt_mode="sqrt_div")[0], dt)
         pypto.assemble(pypto.clone(pypto.view(q, [count, heads, nope], [0, 0, 0])), [token, 0, 0], q_out)
         q_rope = rope_rows(pypto.view(q, [count, heads, rope_dim], [0, 0, nope]), count, heads,
