@@ -56,10 +56,10 @@ CUBE_TILES = (("wq_a", (256, 64, 2)), ("wq_b", (256, 512, 4)), ("wkv", (256, 64,
 #: 32 tasks instead of 64: 81.5 -> 78.8 us, T=16 ~3 us); n0 = 2048 or 24 tasks' 1376 / 1408 /
 #: 1536 columns fail pypto's parser (Errcode FFFFFF).
 INT8_CUBE_TILES = {"wq_b": (256, 1024, 4)}
-#: Heads per vector tile of the per-head RMSNorm (the sum buffer allows 32 of 512): smaller
-#: tiles make more vector tasks in the tail after q_b.  Cost model, quantised kernel, V4:
+#: Heads per vector tile of the quantised kernel's per-head RMSNorm (the sum buffer allows
+#: 32 of 512): smaller tiles make more vector tasks in the tail after q_b.  Cost model, V4:
 #: T=1 90.0 -> 81.5 us (8 or 4 heads; 16: 87.3), T=128 167.0 -> 144.8 (4: 148.2),
-#: T=1024 616.5 -> 574.3; bf16 kernel T=1 98.5 -> 94.5.
+#: T=1024 616.5 -> 574.3.  Not in the bf16 kernel: T=1 98.5 -> 94.5 but T=16 114.9 -> 129.2.
 HEAD_TILE_HEADS = 8
 L1_BYTES = 512 * 1024
 
@@ -183,7 +183,7 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         q_b = pypto.reshape(q_b, [count, heads, head_dim])
         pypto.set_semantic_label("q-head-rmsnorm-rope")
         rows, width_heads = vec_tile(count, heads, head_dim)
-        pypto.set_vec_tile_shapes(rows, min(width_heads, HEAD_TILE_HEADS), head_dim)
+        pypto.set_vec_tile_shapes(rows, min(width_heads, HEAD_TILE_HEADS) if quant else width_heads, head_dim)
         q = pypto.cast(rms_norm(pypto, q_b, eps, rsqrt_mode="sqrt_div")[0], dt)
         pypto.assemble(pypto.clone(pypto.view(q, [count, heads, nope], [0, 0, 0])), [token, 0, 0], q_out)
         q_rope = rope_rows(pypto.view(q, [count, heads, rope_dim], [0, 0, nope]), count, heads,
