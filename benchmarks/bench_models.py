@@ -4,8 +4,8 @@
     python benchmarks/bench_models.py [--repeat N] [--levels mla_prolog:level5 ...]
 
 Cost-model figures (default kernel against upstream's configuration) come from
-``ptogym bench mla_prolog qwen3_pre_attn --levels ...`` and are recorded in the
-operators' READMEs.
+``ptogym bench mla_prolog mla_prolog_quant qwen3_pre_attn --levels ...`` and are
+recorded in the operators' READMEs.
 """
 import argparse
 import statistics
@@ -20,7 +20,7 @@ from ptogym.ops import get_op  # noqa: E402
 from ptogym.verify.cases import load_cases  # noqa: E402
 from ptogym.verify.runner import make_case_inputs  # noqa: E402
 
-DEFAULT = ("mla_prolog:level5", "qwen3_pre_attn:level5")  # T = 128 at the models' own shapes
+DEFAULT = ("mla_prolog:level5", "mla_prolog_quant:level5", "qwen3_pre_attn:level5")  # T = 128, the models' shapes
 
 
 def median_seconds(call, inputs, repeat):

@@ -29,11 +29,17 @@ UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3
-# Token blocks: a 64-token block streams the weights twice for T = 128.  With a 128-token
-# block in the list pypto 0.2.0's simulator fails on the small CI shapes (H=256: "Errcode
-# FFFFFF", ParseInput.cpp:378, opSequenceAfterOOO 39 != tileOps 36; the V4 shapes compile),
-# 64 works on both.
-UNROLL = (64, 16, 4, 1)
+# Token blocks, largest first.  A block streams the weights once, so prefill wants big
+# blocks: cost model, V4 shapes, T=1024: 64-token blocks 2231 us, 128: 1381, 256: 1001,
+# 512: 807, 1024: 707 (each m tile of 128 rows shares the block's weight tile loads).
+# The largest factors cost only compile time (every factor is compiled; ~2 min at V4).
+UNROLL = (1024, 512, 256, 128, 64, 16, 4, 1)
+#: Token rows of a multi-head RoPE vector tile.  At 128-token blocks and more, pypto 0.2.0's
+#: cost model fails on a [64 tokens, 4 heads, 64] fp32 rope tile (H=256, 4 heads of 128:
+#: "Errcode FFFFFF", ParseInput.cpp:378, opSequenceAfterOOO 39 != tileOps 36); [32, 4, 64]
+#: passes, as do the V4 shapes' [4, 64, 64].  The single-head kv rope keeps whole-block rows
+#: (capping it at 32 costs 707 -> 913 us at T=1024).
+ROPE_TILE_TOKENS = 32
 L0C_FP32 = 128 * 1024 // 4
 DEQUANT_TILE = 4096  # columns of the [tokens, heads * D] fp32 dequant tile (upstream's (4, 4096))
 
@@ -46,6 +52,15 @@ DEQUANT_TILE = 4096  # columns of the [tokens, heads * D] fp32 dequant tile (ups
 #: the shared rule's 2 k0 (128) 132.5 us.  n0 is capped so that the [m, n0] fp32
 #: accumulator fits L0C (n0 = 256 for m = 128).
 CUBE_TILES = (("wq_a", (256, 64, 2)), ("wq_b", (256, 512, 4)), ("wkv", (256, 64, 2)))
+#: The int8 q_b of the quantised kernel: n0 up to 1024 (half the bytes of a bf16 tile; T=1
+#: 32 tasks instead of 64: 81.5 -> 78.8 us, T=16 ~3 us); n0 = 2048 or 24 tasks' 1376 / 1408 /
+#: 1536 columns fail pypto's parser (Errcode FFFFFF).
+INT8_CUBE_TILES = {"wq_b": (256, 1024, 4)}
+#: Heads per vector tile of the quantised kernel's per-head RMSNorm (the sum buffer allows
+#: 32 of 512): smaller tiles make more vector tasks in the tail after q_b.  Cost model, V4:
+#: T=1 90.0 -> 81.5 us (8 or 4 heads; 16: 87.3), T=128 167.0 -> 144.8 (4: 148.2),
+#: T=1024 616.5 -> 574.3.  Not in the bf16 kernel: T=1 98.5 -> 94.5 but T=16 114.9 -> 129.2.
+HEAD_TILE_HEADS = 8
 L1_BYTES = 512 * 1024
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -59,6 +74,20 @@ VARIANTS = {
                  "runtime_options": (("stitch_function_max_num", 128),)},
 }
 
+#: The same for the quantised kernel (``quant=True``).
+QUANT_VARIANTS = {
+    # upstream models/deepseek_v4/mla_prolog_quant_v4_impl.py (MLAPrologQuant) as its test runs it:
+    # unroll [128, 64, 32, 16, 1], cube m = the block's rows up to 128, its (k, n) tiles per
+    # matmul (wkv with enable_split_k), runtime stitch_function_max_num 128 and device_sched_mode 1,
+    # pass vec_nbuffer_setting {-1: 2} (max_workspace_kb dropped).  Not reproduced: its q_a
+    # matmul is two K halves of 2048 summed, and its own vector tile shapes.
+    "upstream": {"unroll": (128, 64, 32, 16, 1),
+                 "cube_kn": (("wq_a", ((256, 256), (128, 128))), ("wq_b", ((128, 1024, 512), (256, 256))),
+                             ("wkv", ((256, 512), (128, 128), True))),
+                 "runtime_options": (("stitch_function_max_num", 128), ("device_sched_mode", 1)),
+                 "pass_options": (("vec_nbuffer_setting", ((-1, 2),)),)},
+}
+
 
 def vec_tile(tokens: int, heads: int, width: int) -> list:
     """[tokens, heads] of a vector tile over [tokens, heads, width] fp32 data: within
@@ -70,7 +99,7 @@ def vec_tile(tokens: int, heads: int, width: int) -> list:
 
 
 def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, rope_dim: int, dtype: str,
-          quant: bool = False, unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None):
+          quant: bool = False, unroll=UNROLL, cube_m=None, cube_kn=None, runtime_options=None, pass_options=None):
     """The jit kernel: kernel(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, rotation,
     q_out, kv_out, qr_out, eps); gammas are [1, n] rows.
 
@@ -89,12 +118,13 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
 
     def set_cube_tiles(stage, tokens, element_bytes=2):
         k, n = weight_shape[stage]
-        if stage in fixed_kn:
-            fixed = ((cube_m, cube_m), *fixed_kn[stage])
-            pypto.set_cube_tile_shapes(*cube_tile_shapes(tokens, k, n, element_bytes, fixed=fixed))
+        if stage in fixed_kn:  # a variant's tiles: ((k0, k1[, k1b]), (n0, n1)[, enable_split_k])
+            m = cube_m or min(tokens, 128)  # no cube_m: the block's rows, up to 128 (upstream's tile_bs)
+            k_tiles, n_tiles, *split_k = fixed_kn[stage]
+            pypto.set_cube_tile_shapes([m, m], list(k_tiles), list(n_tiles), *split_k)
             return
         m = min(128, -(-tokens // 16) * 16)
-        k_tile, n_cap, depth = tiles[stage]
+        k_tile, n_cap, depth = tiles[stage] if element_bytes == 2 else INT8_CUBE_TILES[stage]
         m_tiles, k_tiles, n_tiles = cube_tile_shapes(tokens, k, n, element_bytes, k_tile=k_tile,
                                                      n_tile=min(n_cap, L0C_FP32 // m))
         deep = min(k, depth * k_tiles[0])
@@ -106,7 +136,8 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         """Interleaved RoPE of part [tokens, width_heads, R] (input dtype) -> input dtype."""
         m, k, n = rotation_cube_tiles(tokens * width_heads, rope_dim)
         pypto.set_cube_tile_shapes(m, k, n)
-        tile = vec_tile(tokens, width_heads, rope_dim)
+        rows = tokens if width_heads == 1 else min(tokens, ROPE_TILE_TOKENS)
+        tile = vec_tile(rows, width_heads, rope_dim)
         pypto.set_vec_tile_shapes(tile[0], tile[1], rope_dim)
         return pypto.cast(rope(pypto, part, cos_rows, sin_rows, "interleave", rotation), dt)
 
@@ -151,8 +182,8 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         # per-head RMSNorm, RoPE on each head's last R elements
         q_b = pypto.reshape(q_b, [count, heads, head_dim])
         pypto.set_semantic_label("q-head-rmsnorm-rope")
-        tile = vec_tile(count, heads, head_dim)
-        pypto.set_vec_tile_shapes(tile[0], tile[1], head_dim)
+        rows, width_heads = vec_tile(count, heads, head_dim)
+        pypto.set_vec_tile_shapes(rows, min(width_heads, HEAD_TILE_HEADS) if quant else width_heads, head_dim)
         q = pypto.cast(rms_norm(pypto, q_b, eps, rsqrt_mode="sqrt_div")[0], dt)
         pypto.assemble(pypto.clone(pypto.view(q, [count, heads, nope], [0, 0, 0])), [token, 0, 0], q_out)
         q_rope = rope_rows(pypto.view(q, [count, heads, rope_dim], [0, 0, nope]), count, heads,
@@ -171,7 +202,9 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         kv_rope = rope_rows(kv_rope, count, 1, cos_rows, sin_rows, rotation)
         pypto.assemble(pypto.reshape(kv_rope, [count, rope_dim]), [token, nope], kv_out)
 
-    jit = pypto.frontend.jit(runtime_options=dict(runtime_options or ()))
+    # options arrive as hashable (name, value) pairs; a pass option's value is itself a dict
+    jit = pypto.frontend.jit(runtime_options=dict(runtime_options or ()),
+                             pass_options={name: dict(pairs) for name, pairs in pass_options or ()})
     if quant:
         @jit
         def mla_prolog_quant_kernel(

@@ -70,9 +70,8 @@ def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, wq_b_scale, eps=1e
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     if x.shape[0] == 0:
         return outputs, LaunchReport(backend=backend.name, wall_s=0.0)
-    if variant is not None:
-        raise ValueError(f"mla_prolog_quant has no kernel variants, got {variant!r}")
-    static = {**d, "dtype": host.HALF_DTYPES[x.dtype], "quant": True}
+    static = {**d, "dtype": host.HALF_DTYPES[x.dtype], "quant": True,
+              **(kernel.QUANT_VARIANTS[variant] if variant else {})}
     tensors = [x, wq_a, wq_b, wkv, gamma_cq.view(1, -1), gamma_ckv.view(1, -1), cos, sin,
                rotation_matrix(d["rope_dim"], "interleave", x.dtype, x.device), wq_b_scale.view(1, -1), *outputs]
     return outputs, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
@@ -149,5 +148,5 @@ SPEC = OpSpec(
     input_names=INPUT_NAMES,
     attr_names=("eps",),
     required_levels=("level0", "level1"),
-    extra={"patterns": ("SK-04", "AT-04"), "sim_summary": measure.summarizer(hbm_bytes, flops)},
+    extra={"patterns": ("SK-04", "AT-04"), "variants": tuple(kernel.QUANT_VARIANTS), "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )
