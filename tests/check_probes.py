@@ -823,6 +823,29 @@ def matmul_int8_scale_tensor_bf16(pypto):
     return _scale_tensor_kernel(pypto, pypto.DT_BF16, relu=False)
 
 
+@probe("ok", inputs=lambda: [rand(16, 256, dtype=torch.bfloat16), rand(256, 64, dtype=torch.bfloat16, seed=1),
+                             zeros(16, 64)], atol=1e-3)
+def cube_tile_three_k(pypto):
+    # k may list three tiles (pypto's CubeTile takes 2 or 3; upstream's MLA prolog uses [128, 1024, 512])
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 256], pypto.DT_BF16), b: pypto.Tensor([256, 64], pypto.DT_BF16),
+               out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16], [64, 256, 128], [64, 64])
+        out.move(pypto.matmul(a, b, pypto.DT_FP32))
+    return kernel
+
+
+@probe("C-TILE-06", inputs=lambda: [rand(16, 256, dtype=torch.bfloat16), rand(256, 64, dtype=torch.bfloat16, seed=1),
+                                   zeros(16, 64)])
+def cube_tile_three_m(pypto):
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([16, 256], pypto.DT_BF16), b: pypto.Tensor([256, 64], pypto.DT_BF16),
+               out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_cube_tile_shapes([16, 16, 16], [64, 256], [64, 64])
+        out.move(pypto.matmul(a, b, pypto.DT_FP32))
+    return kernel
+
+
 # --- the parser's language --------------------------------------------------------------------------
 @probe("C-SYNTAX-01", inputs=x_out(8, 64))
 def syntax_while(pypto):

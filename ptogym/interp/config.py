@@ -31,11 +31,15 @@ def get_vec_tile_shapes() -> list:
 
 
 def set_cube_tile_shapes(m, k, n, enable_split_k: bool = False) -> None:
-    for axis, pair in (("m", m), ("k", k), ("n", n)):
-        if len(pair) != 2 or not all(_is_int(v) for v in pair):
-            violation("C-TILE-06", f"set_cube_tile_shapes: {axis}={pair!r} must be [L0, L1] Python ints")
+    """m and n are [L0, L1]; k is [L0, L1] or [L0, L1, K2] (pypto's CubeTile pads a
+    2-entry k with K2 = L1; K2 does not change what the interpreter computes)."""
+    for axis, tiles in (("m", m), ("k", k), ("n", n)):
+        lengths = (2, 3) if axis == "k" else (2,)
+        if len(tiles) not in lengths or not all(_is_int(v) for v in tiles):
+            violation("C-TILE-06", f"set_cube_tile_shapes: {axis}={tiles!r} must be "
+                                   f"{'[L0, L1] or [L0, L1, K2]' if axis == 'k' else '[L0, L1]'} Python ints")
             return
-        l0, l1 = pair
+        l0, l1 = tiles[:2]
         if not (0 < l0 <= l1 and l1 % l0 == 0):
             violation("C-TILE-05", f"set_cube_tile_shapes: {axis}=[{l0}, {l1}] needs 0 < L0 <= L1 and L1 % L0 == 0")
     runtime.current().cube_tile = (tuple(m), tuple(k), tuple(n), enable_split_k)

@@ -27,7 +27,7 @@ def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
     if cube is None:
         violation("C-TILE-06", f"pypto.{op} before any pypto.set_cube_tile_shapes")
         return
-    (m0, m1), (k0, k1), (n0, n1), _ = cube
+    (m0, m1), (k0, k1, *_), (n0, n1), _ = cube
     prof, nbytes = platform.profile, a.dtype.nbytes
     needs = {"L0A": (m0 * k0 * nbytes, prof.l0a_bytes), "L0B": (k0 * n0 * nbytes, prof.l0b_bytes),
              "L0C": (m0 * n0 * 4, prof.l0c_bytes), "L1": ((m1 * k1 + k1 * n1) * nbytes, prof.l1_bytes)}
