@@ -137,6 +137,20 @@ def test_int8_w8a8_matches_golden(out_dtype):
     torch.testing.assert_close(y, linear_golden(x, w, None, xs, ws, out_dtype), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
+def test_bias_on_the_cube_equals_the_vector_epilogue(monkeypatch, out_dtype):
+    """The kernel adds a bias in the cube's fp32 accumulator (linear_cube_bias): bit for
+    bit what the fp32 vector epilogue gives, on a ragged token count."""
+    from ptogym.ops.linear import kernel, op
+
+    x, w, b = floats(99, 512, 256, torch.float16, seed=3)
+    monkeypatch.setitem(kernel.VARIANTS, "vector_bias", {"cube_bias": False})
+    on_cube = op.launch(x, w, b, out_dtype=out_dtype, backend="interp")[0]
+    on_vector = op.launch(x, w, b, out_dtype=out_dtype, backend="interp", variant="vector_bias")[0]
+    assert torch.equal(on_cube, on_vector)
+    assert_bf16_close(on_cube, linear_golden(x, w, b, out_dtype=out_dtype))
+
+
 def test_leading_dims_out_dtype_and_empty():
     x, w, b = floats(6, 256, 32)
     y = ptogym.ops.linear(x.view(2, 3, 256), w, b, out_dtype=torch.float32)
