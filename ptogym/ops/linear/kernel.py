@@ -19,12 +19,12 @@ n 128) split it into N/128 cube tasks that run on the 24 cube cores.  Vector wor
 (bias, dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
 from ptogym.atoms.linear import (cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8,
-                                 projection_tile_shapes)
+                                 projection_tile_shapes, wide_block_tile_shapes)
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
-UNROLL = (1024, 256, 64, 32, 16, 4, 2, 1)  # token block sizes: see rms_norm_linear.kernel (measured there)
-UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 4, 2, 1)
+UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes: see rms_norm_linear.kernel (measured there)
+UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 8, 4, 2, 1)
 LARGE_WEIGHT_BYTES = 8 << 20
 QUANT_MODES = ("none", "int8_w8a8", "mxfp8")
 ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1, "DT_FP8E4M3": 1, "DT_FP8E5M2": 1}
@@ -63,6 +63,8 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
         if cube or n_tile:
             tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
+        elif size > 128:
+            tiles = wide_block_tile_shapes(size, k, n, element_bytes)
         else:
             tiles = projection_tile_shapes(size, k, n, element_bytes)
         pypto.set_cube_tile_shapes(*tiles)
