@@ -3,8 +3,8 @@
 Modes (``ptogym.atoms.linear``):
 
 * "none": x [rows, K] and weight [N, K] bf16/fp16, fp32 accumulation, one rounding
-  to out_dtype; with a bias the fp32 product gets bias (fp32) added on the vector
-  unit first.
+  to out_dtype; a bias is added to the fp32 accumulator by the cube
+  (``linear_cube_bias``).
 * "int8_w8a8": x [rows, K] and weight [N, K] int8, exact int32 accumulation, then
   AT-06 dequant with x_scale [rows, 1] and w_scale [1, N] (fp32) to out_dtype.
 * "mxfp8": x [rows, K] and weight [N, K] of one fp8 type with MX block scales
@@ -13,17 +13,19 @@ Modes (``ptogym.atoms.linear``):
   pypto 0.2.0 traces it only for DAV_3510 (A5); see the README.
 
 Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks of
-``unroll`` rows (1 takes the ragged tail).  Each block multiplies by the whole
-weight; the cube tiles (``cube_tile_shapes``: m = block rounded to 16, k 256/512,
-n 128) split it into N/128 cube tasks that run on the 24 cube cores.  Vector work
-(bias, dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
+``unroll`` rows (1 takes the ragged tail; 1024-token blocks, 128 only for weights of
+8 MiB or more, as in ``rms_norm_linear``).  Each block multiplies by the whole
+weight.  Cube tiles, measured per block size under the cost model (README): up to
+128 tokens ``projection_tile_shapes`` (L1 k tiles as long as L1 holds: few, large
+copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
+(n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
 from ptogym.atoms.linear import (cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8,
                                  projection_tile_shapes, wide_block_tile_shapes)
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
-UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes: see rms_norm_linear.kernel (measured there)
+UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (measured: README's tuning notes)
 UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 8, 4, 2, 1)
 LARGE_WEIGHT_BYTES = 8 << 20
 QUANT_MODES = ("none", "int8_w8a8", "mxfp8")
