@@ -15,13 +15,13 @@ Modes (``ptogym.atoms.linear``):
 Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks of
 ``unroll`` rows (1 takes the ragged tail; 1024-token blocks, 128 only for weights of
 8 MiB or more, as in ``rms_norm_linear``).  Each block multiplies by the whole
-weight.  Cube tiles, measured per block size under the cost model (README): up to
-128 tokens ``projection_tile_shapes`` (L1 k tiles as long as L1 holds: few, large
+weight.  Cube tiles (``block_tile_shapes``), measured per block size under the cost
+model (README): up to 128 tokens ``projection_tile_shapes`` (L1 k tiles as long as L1 holds: few, large
 copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
 (n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
-from ptogym.atoms.linear import (cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8,
-                                 projection_tile_shapes, wide_block_tile_shapes)
+from ptogym.atoms.linear import (block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8,
+                                 linear_w8a8)
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
@@ -47,7 +47,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     w_scale [1, n] fp32 (read in int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0
     (read in mxfp8); y [rows, n] of ``out_dtype``.
     ``unroll=None`` picks the token blocks from the weight's size; ``cube`` (fixed
-    tiles) or ``n_tile`` select ``cube_tile_shapes`` instead of ``projection_tile_shapes``;
+    tiles) or ``n_tile`` select ``cube_tile_shapes`` instead of ``block_tile_shapes``;
     ``cube_bias`` adds a bias on the cube (``linear_cube_bias``), else on the vector unit."""
     if quant_mode not in QUANT_MODES:
         raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
@@ -65,10 +65,8 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
         if cube or n_tile:
             tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
-        elif size > 128:
-            tiles = wide_block_tile_shapes(size, k, n, element_bytes)
         else:
-            tiles = projection_tile_shapes(size, k, n, element_bytes)
+            tiles = block_tile_shapes(size, k, n, element_bytes)
         pypto.set_cube_tile_shapes(*tiles)
         tile = pypto.view(x, [size, k], [row, 0])
         if mx:
