@@ -137,6 +137,20 @@ def test_int8_w8a8_matches_golden(out_dtype):
     torch.testing.assert_close(y, linear_golden(x, w, None, xs, ws, out_dtype), rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
+def test_bias_on_the_cube_equals_the_vector_epilogue(monkeypatch, out_dtype):
+    """The kernel adds a bias in the cube's fp32 accumulator (linear_cube_bias): bit for
+    bit what the fp32 vector epilogue gives, on a ragged token count."""
+    from ptogym.ops.linear import kernel, op
+
+    x, w, b = floats(99, 512, 256, torch.float16, seed=3)
+    monkeypatch.setitem(kernel.VARIANTS, "vector_bias", {"cube_bias": False})
+    on_cube = op.launch(x, w, b, out_dtype=out_dtype, backend="interp")[0]
+    on_vector = op.launch(x, w, b, out_dtype=out_dtype, backend="interp", variant="vector_bias")[0]
+    assert torch.equal(on_cube, on_vector)
+    assert_bf16_close(on_cube, linear_golden(x, w, b, out_dtype=out_dtype))
+
+
 def test_leading_dims_out_dtype_and_empty():
     x, w, b = floats(6, 256, 32)
     y = ptogym.ops.linear(x.view(2, 3, 256), w, b, out_dtype=torch.float32)
@@ -217,6 +231,28 @@ def test_n_tile_rule(rows, n, block, tile):
     from ptogym.atoms.linear import n_tile_for
 
     assert n_tile_for(rows, n, block) == tile
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 4096), k=st.sampled_from([64, 256, 512, 2048, 4096, 7168]),
+       n=st.sampled_from([32, 128, 512, 1024, 4096]), element_bytes=st.sampled_from([1, 2]))
+def test_kernel_cube_tiles_fit_the_buffers(rows, k, n, element_bytes):
+    """The tiles linear's kernel sets for a block (block_tile_shapes) are valid [L0, L1]
+    pairs (L1 a multiple of L0, neither above the dimension) within the 910B's
+    L0A/L0B/L1 buffers, K = 7168 (DeepSeek's hidden size) included."""
+    from ptogym.atoms import linear as atoms
+
+    (m, m1), (k0, k1), (n0, n1) = atoms.block_tile_shapes(rows, k, n, element_bytes)
+    assert m == m1 and n0 == n1 and k1 % k0 == 0 and k1 <= k and n0 <= n and m % 16 == 0 and m <= 128
+    assert m * k0 * element_bytes <= atoms.L0A_BYTES and k0 * n0 * element_bytes <= atoms.L0B_BYTES
+    assert (m + n0) * k1 * element_bytes <= atoms.L1_BYTES
+
+
+def test_hidden_7168_at_64_tokens():
+    """K = 7168 in a 64-token block: projection_tile_shapes' L1 k tile (K halved to
+    224) falls below its L0 one (256), which pypto refuses; the kernel raises it."""
+    x, w, _ = floats(64, 7168, 1536)
+    assert_bf16_close(linear(x, w, backend="interp"), linear_golden(x, w))
 
 
 def test_cube_peak_and_rates_from_the_platform_file():

@@ -31,8 +31,10 @@ Stable signatures (other operators and the model kernels build on them):
     AT-09 int8 W8A8 form: int32 matmul, then AT-06 with x_scale [rows, 1], w_scale [1, N].
 ``linear.cube_tile_shapes(rows, k, n, element_bytes, k_tile=256, n_tile=128, fixed=None)``
     the ``set_cube_tile_shapes`` arguments for a block of ``rows`` tokens (pure numbers).
+``linear.projection_tile_shapes(rows, k, n, element_bytes)``, ``linear.wide_block_tile_shapes(...)``
+    the cost-model-tuned cube tiles (long L1 k tiles) for blocks of up to 128 / more tokens.
 
 Host side (no pypto ops): ``host`` - argument rules, case inputs, the row launch and
-the measured schedule choices (``row_blocks``; ``linear.n_tile_for``) of the atom
+the measured schedule choices (``row_blocks``) of the atom
 operators; ``measure`` - cube peak / DDR / copy-asymptote figures for the benchmarks.
 """

@@ -97,6 +97,34 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
     return [m, m], [k0, k1], [n0, n0]
 
 
+def wide_block_tile_shapes(rows: int, k: int, n: int, element_bytes: int, n_tile: int = 256):
+    """``projection_tile_shapes`` for blocks of more than 128 tokens with the n tile
+    ``n_tile`` whatever K: m 128, the L0 k tile the L0 buffers hold, the longest L1 k
+    tile (the L0 one doubled, up to K) L1 holds for both operands.  Measured (cost model,
+    1024 tokens, 2048 -> 4096 bf16): n 256 k 128/512 103.6 µs, where
+    ``projection_tile_shapes`` (n 128 below a 1 MiB activation tile, k 256/1024) gives
+    151.3 and ``cube_tile_shapes`` (n 128, k 256/512) 146.2."""
+    m, n0 = 128, min(n_tile, n)
+    k0 = min(256 * 2 // element_bytes, k)
+    while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
+        k0 //= 2
+    k1 = k0  # doubled while K and L1 allow: always a multiple of k0, whatever K (7168 too)
+    while 2 * k1 <= k and (m + n0) * 2 * k1 * element_bytes <= L1_BYTES:
+        k1 *= 2
+    return [m, m], [k0, k1], [n0, n0]
+
+
+def block_tile_shapes(rows: int, k: int, n: int, element_bytes: int):
+    """The cube tiles ``ptogym.ops.linear`` measured best for a block of ``rows`` tokens:
+    ``projection_tile_shapes`` up to 128 tokens, ``wide_block_tile_shapes`` above.
+    Where halving K ends below the L0 k tile (K = 7168 at 64 tokens: k [256, 224],
+    which pypto refuses: L1 % L0 != 0) the L1 k tile is raised to the L0 one."""
+    if rows > 128:
+        return wide_block_tile_shapes(rows, k, n, element_bytes)
+    m, (k0, k1), n0 = projection_tile_shapes(rows, k, n, element_bytes)
+    return m, [k0, max(k0, k1)], n0
+
+
 def n_tile_for(rows: int, n: int, block: int, cube_cores: int = CUBE_CORES) -> int:
     """The n tile for a projection of ``rows`` tokens in blocks of ``block``: 128 when
     that already makes a wave of cube tasks (m tiles x N/128 >= cube cores; m tiles are

@@ -3,8 +3,8 @@
 Modes (``ptogym.atoms.linear``):
 
 * "none": x [rows, K] and weight [N, K] bf16/fp16, fp32 accumulation, one rounding
-  to out_dtype; with a bias the fp32 product gets bias (fp32) added on the vector
-  unit first.
+  to out_dtype; a bias is added to the fp32 accumulator by the cube
+  (``linear_cube_bias``).
 * "int8_w8a8": x [rows, K] and weight [N, K] int8, exact int32 accumulation, then
   AT-06 dequant with x_scale [rows, 1] and w_scale [1, N] (fp32) to out_dtype.
 * "mxfp8": x [rows, K] and weight [N, K] of one fp8 type with MX block scales
@@ -13,16 +13,21 @@ Modes (``ptogym.atoms.linear``):
   pypto 0.2.0 traces it only for DAV_3510 (A5); see the README.
 
 Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks of
-``unroll`` rows (1 takes the ragged tail).  Each block multiplies by the whole
-weight; the cube tiles (``cube_tile_shapes``: m = block rounded to 16, k 256/512,
-n 128) split it into N/128 cube tasks that run on the 24 cube cores.  Vector work
-(bias, dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
+``unroll`` rows (1 takes the ragged tail; 1024-token blocks, 128 only for weights of
+8 MiB or more, as in ``rms_norm_linear``).  Each block multiplies by the whole
+weight.  Cube tiles (``block_tile_shapes``), measured per block size under the cost
+model (README): up to 128 tokens ``projection_tile_shapes`` (L1 k tiles as long as L1 holds: few, large
+copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
+(n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_mxfp8, linear_w8a8
+from ptogym.atoms.linear import (block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8,
+                                 linear_w8a8)
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
-UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (SK-03's candidates and the small ones)
+UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (measured: README's tuning notes)
+UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 8, 4, 2, 1)
+LARGE_WEIGHT_BYTES = 8 << 20
 QUANT_MODES = ("none", "int8_w8a8", "mxfp8")
 ELEMENT_BYTES = {"DT_BF16": 2, "DT_FP16": 2, "DT_INT8": 1, "DT_FP8E4M3": 1, "DT_FP8E5M2": 1}
 MX_K_ALIGN = 64  # scaled_mm: K a multiple of 64, scales [.., K/64, 2] (one e8m0 per 32 elements)
@@ -36,15 +41,20 @@ VARIANTS = {
 
 
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
-          unroll=UNROLL, cube=None, k_tile: int = 256, n_tile: int = 128):
+          unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, cube_bias: bool = True):
     """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
     ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
     w_scale [1, n] fp32 (read in int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0
     (read in mxfp8); y [rows, n] of ``out_dtype``.
-    ``cube`` fixes the cube tile shapes instead of ``cube_tile_shapes``."""
+    ``unroll=None`` picks the token blocks from the weight's size; ``cube`` (fixed
+    tiles) or ``n_tile`` select ``cube_tile_shapes`` instead of ``block_tile_shapes``;
+    ``cube_bias`` adds a bias on the cube (``linear_cube_bias``), else on the vector unit."""
     if quant_mode not in QUANT_MODES:
         raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
     in_dt, out_dt = getattr(pypto, dtype), getattr(pypto, out_dtype)
+    element_bytes = ELEMENT_BYTES[dtype]
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
     sizes = sorted(set(unroll) | {1}, reverse=True)
     vec_rows = vec_tile_rows(n, sizes[0])
     mx = quant_mode == "mxfp8"
@@ -53,13 +63,19 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     scale_dt = pypto.DT_FP8E8M0 if mx else pypto.DT_FP32
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
-        pypto.set_cube_tile_shapes(*cube_tile_shapes(size, k, n, ELEMENT_BYTES[dtype], k_tile, n_tile, fixed=cube))
+        if cube or n_tile:
+            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
+        else:
+            tiles = block_tile_shapes(size, k, n, element_bytes)
+        pypto.set_cube_tile_shapes(*tiles)
         tile = pypto.view(x, [size, k], [row, 0])
         if mx:
             y = linear_mxfp8(pypto, tile, weight, pypto.view(x_scale, [size, k_blocks, 2], [row, 0, 0]), w_scale,
                              out_dt)
         elif quant_mode == "int8_w8a8":
             y = linear_w8a8(pypto, tile, weight, pypto.view(x_scale, [size, 1], [row, 0]), w_scale, out_dt)
+        elif has_bias and cube_bias:
+            y = linear_cube_bias(pypto, tile, weight, bias, out_dt)
         else:
             y = linear(pypto, tile, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
         pypto.assemble(y, [row, 0], y_out)

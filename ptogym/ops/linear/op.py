@@ -24,7 +24,6 @@ import contextlib
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.atoms.linear import n_tile_for
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.interp.platform import using_platform
@@ -140,8 +139,7 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
                *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k, x.device), host.as_rows(y)]
     dtype = INPUT_DTYPES[quant_mode][x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
-              "has_bias": bias is not None,
-              "n_tile": n_tile_for(rows.shape[0], n, max(kernel.UNROLL)), **kernel.VARIANTS.get(variant, {})}
+              "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
     with _platform_for(quant_mode, backend.name):
         return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
 
