@@ -88,13 +88,24 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
         n0 = min(256, max(64, _round_up(-(-n // 16), 64)))
     # a task streaming less weight than ~one copy's fixed cost is not worth its dispatch
     n0 = min(max(n0, _round_up(-(-MIN_TASK_WEIGHT_BYTES // (k * element_bytes)), 16)), n)
+    return [m, m], _long_k_tiles(m, k, n0, element_bytes), [n0, n0]
+
+
+def _long_k_tiles(m: int, k: int, n0: int, element_bytes: int) -> list:
+    """[k0, k1]: the L0 k tile the L0 buffers hold (from 512 bytes of K), and the
+    longest L1 k tile L1 holds for both operands: the whole K when it fits (one copy
+    per operand), else k0 doubled while K and L1 allow - always a multiple of k0
+    (halving K instead ends at 224 < 256 for K = 7168, which pypto refuses:
+    L1 % L0 != 0)."""
     k0 = min(256 * 2 // element_bytes, k)
     while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
         k0 //= 2
-    k1 = k
-    while k1 > k0 and ((m + n0) * k1 * element_bytes > L1_BYTES or k1 % k0):
-        k1 //= 2
-    return [m, m], [k0, k1], [n0, n0]
+    if k % k0 == 0 and (m + n0) * k * element_bytes <= L1_BYTES:
+        return [k0, k]
+    k1 = k0
+    while 2 * k1 <= k and (m + n0) * 2 * k1 * element_bytes <= L1_BYTES:
+        k1 *= 2
+    return [k0, k1]
 
 
 def wide_block_tile_shapes(rows: int, k: int, n: int, element_bytes: int, n_tile: int = 256):
@@ -105,34 +116,15 @@ def wide_block_tile_shapes(rows: int, k: int, n: int, element_bytes: int, n_tile
     ``projection_tile_shapes`` (n 128 below a 1 MiB activation tile, k 256/1024) gives
     151.3 and ``cube_tile_shapes`` (n 128, k 256/512) 146.2."""
     m, n0 = 128, min(n_tile, n)
-    k0 = min(256 * 2 // element_bytes, k)
-    while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
-        k0 //= 2
-    k1 = k0  # doubled while K and L1 allow: always a multiple of k0, whatever K (7168 too)
-    while 2 * k1 <= k and (m + n0) * 2 * k1 * element_bytes <= L1_BYTES:
-        k1 *= 2
-    return [m, m], [k0, k1], [n0, n0]
+    return [m, m], _long_k_tiles(m, k, n0, element_bytes), [n0, n0]
 
 
 def block_tile_shapes(rows: int, k: int, n: int, element_bytes: int):
     """The cube tiles ``ptogym.ops.linear`` measured best for a block of ``rows`` tokens:
-    ``projection_tile_shapes`` up to 128 tokens, ``wide_block_tile_shapes`` above.
-    Where halving K ends below the L0 k tile (K = 7168 at 64 tokens: k [256, 224],
-    which pypto refuses: L1 % L0 != 0) the L1 k tile is raised to the L0 one."""
+    ``projection_tile_shapes`` up to 128 tokens, ``wide_block_tile_shapes`` above."""
     if rows > 128:
         return wide_block_tile_shapes(rows, k, n, element_bytes)
-    m, (k0, k1), n0 = projection_tile_shapes(rows, k, n, element_bytes)
-    return m, [k0, max(k0, k1)], n0
-
-
-def n_tile_for(rows: int, n: int, block: int, cube_cores: int = CUBE_CORES) -> int:
-    """The n tile for a projection of ``rows`` tokens in blocks of ``block``: 128 when
-    that already makes a wave of cube tasks (m tiles x N/128 >= cube cores; m tiles are
-    <= 128 rows), else 64 to double the tasks.  Measured (cost model, 4096 -> 1024):
-    16 tokens 22.2 µs at 128, 18.8 at 64 (36.0 at 32: two waves); 1024 tokens 88.4 µs
-    at 128, 150.7 at 64."""
-    m_tiles = -(-rows // min(block, 128))
-    return 128 if m_tiles * -(-n // 128) >= cube_cores else 64
+    return projection_tile_shapes(rows, k, n, element_bytes)
 
 
 def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):
