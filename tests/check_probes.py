@@ -17,6 +17,7 @@ its verdict and outputs in ``tests/fixtures/checks_pypto.json``) and against
 No ``from __future__ import annotations`` here: pypto's parser reads the kernels.
 """
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Callable
 
 import torch
@@ -673,9 +674,22 @@ def matmul_int8_exact(pypto):
 
 
 # --- valid shapes through ops ----------------------------------------------------------------------
-def _tail_tile(pypto, x, i):
-    """Block i of 4 rows of a 17-row x: the last block has one valid row."""
-    return pypto.view(x, [4, 32], [i * 4, 0], valid_shape=[pypto.min(4, x.shape[0] - i * 4), 32])
+def _tail_blocks_kernel(pypto, combine, dtype, out_rows=None):
+    """A kernel over 4-row blocks of a 17-row x (the last block has one valid row):
+    ``combine(tile, ones)`` per block, with ``ones`` a full-valid [4, 32] tile, assembled
+    at the block's offset in out ([out_rows, 32], or as many rows as x).  Annotations and
+    values travel on one object the body references (pypto resolves names from it)."""
+    spec = SimpleNamespace(x=pypto.Tensor([pypto.DYNAMIC, 32], dtype),
+                           out=pypto.Tensor([out_rows or pypto.DYNAMIC, 32], dtype), dtype=dtype, combine=combine)
+
+    @pypto.frontend.jit
+    def kernel(x: spec.x, out: spec.out):
+        pypto.set_vec_tile_shapes(4, 32)
+        for i in pypto.loop((x.shape[0] + 3) // 4):
+            tile = pypto.view(x, [4, 32], [i * 4, 0], valid_shape=[pypto.min(4, x.shape[0] - i * 4), 32])
+            ones = pypto.full([4, 32], 1.0, spec.dtype, valid_shape=[4, 32])
+            pypto.assemble(spec.combine(tile, ones), [i * 4, 0], out)
+    return kernel
 
 
 @probe("ok", inputs=x_out(17, 32, out_shape=(20, 32)), outputs=())
@@ -683,66 +697,30 @@ def valid_binary_full_first(pypto):
     # the result is valid over the whole 4-row tile (its first operand's extent): rows 17-19 of out
     # get the tail tile's padding plus one, which pypto's CPU interpreter fills from the valid row and a
     # device from whatever its buffer held (the interpreter: NaN), so outputs are not compared
-    @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(4, 32)
-        for i in pypto.loop((x.shape[0] + 3) // 4):
-            tile = _tail_tile(pypto, x, i)
-            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
-            pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)
-    return kernel
+    return _tail_blocks_kernel(pypto, lambda tile, ones: pypto.add(ones, tile), pypto.DT_FP32, 20)
 
 
 @probe("A-OUT-01", inputs=x_out(17, 32, out_shape=(20, 32)))  # rows 17-19 left as they were
 def valid_binary_tail_first(pypto):
-    @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(4, 32)
-        for i in pypto.loop((x.shape[0] + 3) // 4):
-            tile = _tail_tile(pypto, x, i)
-            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
-            pypto.assemble(pypto.add(tile, ones), [i * 4, 0], out)
-    return kernel
+    return _tail_blocks_kernel(pypto, lambda tile, ones: pypto.add(tile, ones), pypto.DT_FP32, 20)
 
 
 @probe("A-OUT-01", inputs=x_out(17, 32, out_shape=(20, 32)))  # rows 17-19 left as they were
 def valid_sigmoid_then_tail_first(pypto):
-    @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), out: pypto.Tensor([20, 32], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(4, 32)
-        for i in pypto.loop((x.shape[0] + 3) // 4):
-            tile = _tail_tile(pypto, x, i)
-            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
-            pypto.assemble(pypto.mul(tile, pypto.sigmoid(tile)), [i * 4, 0], out)
-    return kernel
+    return _tail_blocks_kernel(pypto, lambda tile, ones: pypto.mul(tile, pypto.sigmoid(tile)), pypto.DT_FP32, 20)
 
 
 @probe("C-ASSEMBLE-01", inputs=x_out(17, 32))
 def valid_sigmoid_tail_assembled(pypto):
     # pypto's sigmoid is div(full(shape, 1.0), 1 + exp(-x)): valid over the whole tile, so the last
     # block overhangs the 17-row output (ASSEMBLEOpError; generated case gen_040 found it)
-    @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32),
-               out: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(4, 32)
-        for i in pypto.loop((x.shape[0] + 3) // 4):
-            tile = _tail_tile(pypto, x, i)
-            ones = pypto.full([4, 32], 1.0, pypto.DT_FP32, valid_shape=[4, 32])
-            pypto.assemble(pypto.sigmoid(tile), [i * 4, 0], out)
-    return kernel
+    return _tail_blocks_kernel(pypto, lambda tile, ones: pypto.sigmoid(tile), pypto.DT_FP32)
 
 
 @probe("C-VALID-01", inputs=x_out(17, 32, dtype=torch.int32, out_shape=(20, 32)), outputs=(),
        device_garbage="rows 17-19 of out are the tail tile's padding plus one: whatever the device buffer held")
 def valid_binary_full_first_int(pypto):
-    @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_INT32), out: pypto.Tensor([20, 32], pypto.DT_INT32)):
-        pypto.set_vec_tile_shapes(4, 32)
-        for i in pypto.loop((x.shape[0] + 3) // 4):
-            tile = _tail_tile(pypto, x, i)
-            ones = pypto.full([4, 32], 1.0, pypto.DT_INT32, valid_shape=[4, 32])
-            pypto.assemble(pypto.add(ones, tile), [i * 4, 0], out)
-    return kernel
+    return _tail_blocks_kernel(pypto, lambda tile, ones: pypto.add(ones, tile), pypto.DT_INT32, 20)
 
 
 def _int_valued(*shape):
@@ -750,38 +728,35 @@ def _int_valued(*shape):
                     for seed in (0, 1)] + [zeros(*shape)]
 
 
+def _tail_matmul_kernel(pypto, a_valid, b_valid):
+    """out = a[16, 16] viewed with valid shape ``a_valid`` @ b[16, 16] viewed with ``b_valid``
+    (None: b whole)."""
+    spec = SimpleNamespace(a=pypto.Tensor([16, 16], pypto.DT_FP32), b=pypto.Tensor([16, 16], pypto.DT_FP32),
+                           out=pypto.Tensor([16, 16], pypto.DT_FP32), a_valid=a_valid, b_valid=b_valid)
+
+    @pypto.frontend.jit
+    def kernel(a: spec.a, b: spec.b, out: spec.out):
+        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
+        b_tile = pypto.view(b, [16, 16], [0, 0], valid_shape=spec.b_valid) if spec.b_valid is not None else b
+        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=spec.a_valid), b_tile, pypto.DT_FP32))
+    return kernel
+
+
 @probe("ok", inputs=_int_valued(16, 16))
 def matmul_tail_inner_same(pypto):
     # both operands' valid inner extent is 2: pypto multiplies over those 2 only
-    @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
-               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
-        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]),
-                              pypto.view(b, [16, 16], [0, 0], valid_shape=[2, 16]), pypto.DT_FP32))
-    return kernel
+    return _tail_matmul_kernel(pypto, [16, 2], [2, 16])
 
 
 @probe("C-API-06", inputs=_int_valued(16, 16))
 def matmul_tail_inner_differs(pypto):
     # a's valid inner extent 2, b's 4 (the qwen3-next unaligned gated-delta-rule case): rejected
-    @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
-               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
-        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]),
-                              pypto.view(b, [16, 16], [0, 0], valid_shape=[4, 16]), pypto.DT_FP32))
-    return kernel
+    return _tail_matmul_kernel(pypto, [16, 2], [4, 16])
 
 
 @probe("C-API-06", inputs=_int_valued(16, 16))
 def matmul_tail_inner_one_side(pypto):
-    @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([16, 16], pypto.DT_FP32), b: pypto.Tensor([16, 16], pypto.DT_FP32),
-               out: pypto.Tensor([16, 16], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [16, 16], [16, 16])
-        out.move(pypto.matmul(pypto.view(a, [16, 16], [0, 0], valid_shape=[16, 2]), b, pypto.DT_FP32))
-    return kernel
+    return _tail_matmul_kernel(pypto, [16, 2], None)
 
 
 def _scale_tensor_inputs(out_dtype=torch.float16, high_bits=False):
