@@ -78,7 +78,8 @@ def _simulate(op_name, case, kwargs):
             _, report = spec.run(inputs, case.attrs, sim, variant=variant)
     finally:
         getattr(kernel, "VARIANTS", {}).pop("_bench", None)
-    return {"us": report.simulated_us, "tasks": report.tasks, "cores": report.cores}
+    return {"us": report.simulated_us, "kernel_us": report.extra.get("kernel_us"), "tasks": report.tasks,
+            "cores": report.cores}
 
 
 def simulate(op_name, case, kwargs=None):
@@ -137,23 +138,30 @@ def bench_level(op_name, case, model, sweep=False, log=print, variants=True):
             f"{result['default_speedup']:.2f}x faster")
     if "chain" in spec.extra:
         chain = _chain_cases(op_name, case)
-        parts = {op: simulate(op, chain_case)["us"] for op, chain_case in chain}
-        row["chain"] = _chain_row(parts, row["default"]["us"])
-        log(f"  chain     {row['chain']['us']:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in parts.items())})  "
-            f"fused is {row['chain']['fused_speedup']:.2f}x faster")
+        parts = {op: simulate(op, chain_case) for op, chain_case in chain}
+        row["chain"] = _chain_row(parts, row["default"])
+        log(f"  chain     {row['chain']['us']:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in row['chain']['parts'].items())})  "
+            f"fused is {row['chain']['fused_speedup']:.2f}x faster; whole kernels {row['chain']['kernel_us']:.1f} "
+            f"against {row['default']['kernel_us']:.1f} us: {row['chain']['fused_kernel_speedup']:.2f}x")
         # what-if: the chain's linear on the cube tiles the fused kernel uses (ptogym/ops/linear keeps its
         # own tiling; this shows how much of the fused kernel's lead is tiling rather than fusion)
         linear_case = dict(chain)["linear"]
-        tuned = {**parts, "linear": simulate("linear", linear_case, _fused_tiles(linear_case))["us"]}
-        row["chain_fused_tiles"] = _chain_row(tuned, row["default"]["us"])
+        tuned = {**parts, "linear": simulate("linear", linear_case, _fused_tiles(linear_case))}
+        row["chain_fused_tiles"] = _chain_row(tuned, row["default"])
         log(f"  chain'    {row['chain_fused_tiles']['us']:9.1f} us  (linear on the fused kernel's cube tiles "
-            f"{tuned['linear']:.1f})  fused is {row['chain_fused_tiles']['fused_speedup']:.2f}x faster")
+            f"{tuned['linear']['us']:.1f})  fused is {row['chain_fused_tiles']['fused_speedup']:.2f}x faster")
     return row
 
 
-def _chain_row(parts, fused_us):
-    total = sum(parts.values())
-    return {"parts": parts, "us": total, "fused_speedup": total / fused_us}
+def _chain_row(parts, fused):
+    """The chain's figures against the fused kernel's, both ways of timing a kernel:
+    ``us`` first task start to last task end (pypto's "AICore End-to-End Time"; a chain
+    summed so pays no start-up at all), ``kernel_us`` the cost model's whole kernel
+    (its "Total Cycles": each kernel of the chain pays its own scheduler start-up)."""
+    total, kernels = sum(p["us"] for p in parts.values()), sum(p["kernel_us"] for p in parts.values())
+    return {"parts": {op: p["us"] for op, p in parts.items()}, "us": total, "fused_speedup": total / fused["us"],
+            "kernel_parts": {op: p["kernel_us"] for op, p in parts.items()}, "kernel_us": kernels,
+            "fused_kernel_speedup": kernels / fused["kernel_us"]}
 
 
 def _fused_tiles(linear_case):
@@ -230,12 +238,17 @@ def interp_table(op_names, threads, include_slow=False):
     return 0 if worst <= 2 else 1
 
 
+def _chain_cell(total, parts, speedup) -> str:
+    return f"{total:.1f} = {' + '.join(f'{op} {us:.1f}' for op, us in parts.items())} (**{speedup:.2f}x**)"
+
+
 def markdown_table(op_name, rows, peak) -> str:
     """The measured-figures table of a fused operator's README and card, from its JSON rows."""
     lines = [f"| level | shapes | fused µs | tasks | TFLOPS (% of {peak:.1f} peak) | GB/s (% of DDR / of copy asymptote) "
              "| upstream config µs (fused speedup) | chain of atoms µs (fused speedup) "
+             "| whole kernels: fused µs, chain µs (fused speedup) "
              "| chain with the linear on the fused tiles µs (fused speedup) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for level, row in rows.items():
         fused = row["default"]
         upstream = f"{row['upstream']['us']:.1f} ({row['upstream']['us'] / fused['us']:.2f}x)" if "upstream" in row else "-"
@@ -243,10 +256,11 @@ def markdown_table(op_name, rows, peak) -> str:
                  f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)",
                  f"{fused['gbps']:.0f} ({fused['percent_of_ddr']:.0f}% / {fused['percent_of_copy_asymptote']:.1f}%)",
                  upstream]
-        for key in ("chain", "chain_fused_tiles"):
-            chain = row[key]
-            parts = " + ".join(f"{op} {us:.1f}" for op, us in chain["parts"].items())
-            cells.append(f"{chain['us']:.1f} = {parts} (**{chain['fused_speedup']:.2f}x**)")
+        chain, tuned = row["chain"], row["chain_fused_tiles"]
+        cells += [_chain_cell(chain["us"], chain["parts"], chain["fused_speedup"]),
+                  f"{fused['kernel_us']:.1f}, " + _chain_cell(chain["kernel_us"], chain["kernel_parts"],
+                                                              chain["fused_kernel_speedup"]),
+                  _chain_cell(tuned["us"], tuned["parts"], tuned["fused_speedup"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

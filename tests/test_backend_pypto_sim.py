@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,14 @@ def build_broken(pypto, *, hidden):
         out[:] = pypto.mul(x, 2.0)
 
     return broken
+
+
+def build_stalled(pypto, *, hidden):
+    """A builder that waits without using the CPU, as pypto 0.2.0's main thread does
+    when one of its compile threads fails."""
+    import time
+
+    time.sleep(600)
 
 
 def add_inputs(rows=32, seed=0):
@@ -128,6 +137,37 @@ def test_parse_swim(tmp_path):
     summary = rt.parse_swim(path)
     assert summary["cycles"] == 3600 and summary["simulated_us"] == pytest.approx(2.0)
     assert summary["tasks"] == 2 and summary["cores"] == 2 and summary["lanes"] == 3
+
+
+def test_parse_total_cycles(tmp_path):
+    report = tmp_path / "_simulate.stat.report.txt"
+    report.write_text("=====ASC++ MachineModel Report=====\nTotal Cycles..........:     30530\n"
+                      "Total Steps...:  1257\n=====Core Machine Top Statistics=====\nTotal Cycles.....:  99\n")
+    assert rt.parse_total_cycles(report) == 30530  # the MachineModel's, not a later section's
+    report.write_text("no figures")
+    assert rt.parse_total_cycles(report) is None
+
+
+def _stall_watch_after(command, window_s=0.5):
+    from ptogym.backends._pypto_worker import _StallWatch
+
+    process = subprocess.Popen(command, start_new_session=True)  # its own process group, as the worker's
+    try:
+        watch = _StallWatch(process.pid, window_s)
+        time.sleep(window_s * 1.5)
+        watch.check()
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the stall watch reads /proc")
+def test_stall_watch_stops_an_idle_worker_and_spares_a_busy_one():
+    from ptogym.backends._pypto_worker import WorkerStalled
+
+    with pytest.raises(WorkerStalled, match="s of CPU in"):
+        _stall_watch_after(["sleep", "30"])
+    _stall_watch_after([sys.executable, "-c", "while True: pass"])  # a compile keeps a core busy: no stop
 
 
 # ------------------------------------------------------------------ real pypto
@@ -201,6 +241,10 @@ def test_keep_artifacts_and_platform_model_match_the_cost_model(sim, monkeypatch
         assert {"_simulate.pefetto.trace.json", "_simulate.swim.json"} <= names
         assert json.loads((kept / "_simulate.pefetto.trace.json").read_text())
         assert rt.parse_swim(kept / "_simulate.swim.json")["simulated_us"] == report.simulated_us
+        # the whole kernel (the cost model's Total Cycles) includes the scheduler's start-up
+        total = rt.parse_total_cycles(kept / "_simulate.stat.report.txt")
+        assert report.extra["kernel_us"] == pytest.approx(total / rt.SIM_CLOCK_MHZ)
+        assert report.extra["kernel_us"] > report.simulated_us
         # each task copies two [ROWS, HIDDEN] fp32 tiles in and one out: the pipe
         # usage the cost model reports matches the latency model in platform_model()
         stats = (kept / "_simulate.stat.report.txt").read_text()
@@ -217,6 +261,20 @@ def test_keep_artifacts_and_platform_model_match_the_cost_model(sim, monkeypatch
     assert model["clock_ghz"] == 1.8
     assert model["hbm_gbps"] == pytest.approx(48 * 1.8 / (2.613e-6 * 2 * 2000))
     assert model["hbm_gbps"] > model["platform_ddr_gbps"] > 0
+
+
+@needs_pypto
+def test_a_launch_that_stops_making_progress_is_stopped_with_a_clear_error(sim, monkeypatch):
+    monkeypatch.setenv("PTOGYM_SIM_STALL_S", "2")
+    x, _, out = add_inputs()
+    start = time.monotonic()
+    with pytest.raises(rt.PyptoRunError, match=r"'build_stalled' made no progress .*PTOGYM_SIM_STALL_S"):
+        sim.launch(build_stalled, {"hidden": HIDDEN}, [x, out])
+    assert time.monotonic() - start < 30
+    monkeypatch.delenv("PTOGYM_SIM_STALL_S")
+    x, y, out = add_inputs()  # a fresh worker takes the next launch
+    sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
+    torch.testing.assert_close(out, x + y)
 
 
 @needs_pypto

@@ -75,7 +75,8 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
     copies), and the n tile spreads the weight over the cube cores: up to 16 tokens
     (m = 16) one wave of ceil(N / cores) columns (rounded up to 32 bytes); 17-128 tokens (m up to 128, an
     activation tile as large as the weight tile) N / 16 columns within [64, 256]; never
-    less than 128 KiB of weight per task (a copy's fixed cost is ~130 KiB of transfer).
+    less than 128 KiB of weight per task (a copy's fixed cost is ~130 KiB of transfer)
+    unless the [m, n] fp32 accumulator would overflow L0C.
     Larger blocks (many m tiles, several waves) take n 256 when the activation tile
     holds 1 MiB or more, else 128."""
     m = min(128, _round_up(rows, 16))
@@ -86,8 +87,9 @@ def projection_tile_shapes(rows: int, k: int, n: int, element_bytes: int, cube_c
         n0 = _round_up(-(-n // cube_cores), 32 // element_bytes)
     else:
         n0 = min(256, max(64, _round_up(-(-n // 16), 64)))
-    # a task streaming less weight than ~one copy's fixed cost is not worth its dispatch
-    n0 = min(max(n0, _round_up(-(-MIN_TASK_WEIGHT_BYTES // (k * element_bytes)), 16)), n)
+    # a task streaming less weight than ~one copy's fixed cost is not worth its dispatch, but the
+    # [m, n0] fp32/int32 accumulator must fit L0C (pypto fails to compile past it: K = 128 made 512)
+    n0 = min(max(n0, _round_up(-(-MIN_TASK_WEIGHT_BYTES // (k * element_bytes)), 16)), n, L0C_BYTES // (4 * m))
     return [m, m], _long_k_tiles(m, k, n0, element_bytes), [n0, n0]
 
 

@@ -25,6 +25,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -320,6 +321,15 @@ def parse_swim(path: Path) -> dict:
         "lanes": lanes_seen,
         "utilization": busy / (lanes_seen * cycles) if cycles and lanes_seen else 0.0,
     }
+
+
+def parse_total_cycles(path: Path) -> int | None:
+    """The cost model's whole-kernel time from its ``_simulate.stat.report.txt``: the
+    MachineModel report's first "Total Cycles", counted from the device's start (the AICPU
+    scheduler's start-up before the first task included) to its end (the closing
+    scheduler work after the last task included).  None when the report has no such line."""
+    match = re.search(r"^Total Cycles\.*:\s*(\d+)", Path(path).read_text(errors="replace"), re.MULTILINE)
+    return int(match.group(1)) if match else None
 
 
 # --------------------------------------------------------------------------- interpreter

@@ -8,6 +8,13 @@ shared memory (uninitialised ones when nothing is computed: the cost model reads
 values) and the computed values are copied back only when the launch computed them,
 so the caller's tensors keep their addresses and stay untouched otherwise.  While the
 parent waits, an interrupt kills the child, removes its run directory and re-raises.
+
+pypto 0.2.0 can also hang: when a compile pass fails on one of its compile threads
+(e.g. a cube tile past L0C), the main thread may wait for the task in
+``HostMachine::WaitTaskFinish`` forever, asleep.  A compile always keeps a core busy,
+so the parent watches the child's CPU time and stops a launch whose child used less
+than 2 % of a core over ``$PTOGYM_SIM_STALL_S`` seconds (default 120; 0 turns the watch
+off), raising ``PyptoRunError`` instead of waiting for ever.
 """
 from __future__ import annotations
 
@@ -21,14 +28,70 @@ import os
 import shutil
 import signal
 import sys
+import time
 import types
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from . import BackendUnavailable
 from .base import OutputsNotComputed
 
 _POLL_S = 0.05
+ENV_STALL_S = "PTOGYM_SIM_STALL_S"
+DEFAULT_STALL_S = 120.0
+STALL_CPU_SHARE = 0.02
 _workers: dict = {}
+
+
+class WorkerStalled(Exception):
+    """The worker made no progress: it used almost no CPU time for a whole window."""
+
+
+def _group_cpu_seconds(group: int) -> float | None:
+    """CPU seconds (user + system, with reaped children's) of every process in process
+    group ``group``: the worker and what it started (g++, cmake).  None without /proc."""
+    total, found = 0, False
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if int(fields[2]) == group:
+            found = True
+            total += sum(int(value) for value in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK") if found else None
+
+
+class _StallWatch:
+    """Raises ``WorkerStalled`` from ``check`` once process group ``group`` used less
+    than ``STALL_CPU_SHARE`` of a core over a window of ``window_s`` seconds."""
+
+    def __init__(self, group: int, window_s: float):
+        self.group, self.window_s = group, window_s
+        self._start()
+
+    def _start(self) -> None:
+        self.since, self.cpu = time.monotonic(), _group_cpu_seconds(self.group)
+
+    def check(self) -> None:
+        if self.window_s <= 0 or time.monotonic() - self.since < self.window_s:
+            return
+        if self.cpu is None:  # the group did not exist yet (a new worker): watch from now
+            self._start()
+            return
+        used = (_group_cpu_seconds(self.group) or self.cpu) - self.cpu
+        if used < STALL_CPU_SHARE * self.window_s:
+            raise WorkerStalled(f"its processes used {used:.1f} s of CPU in {self.window_s:.0f} s")
+        self._start()
+
+
+def stall_window_from_env() -> float:
+    """``$PTOGYM_SIM_STALL_S`` (seconds, 0 = no watch), else the default."""
+    raw = os.environ.get(ENV_STALL_S, "").strip()
+    try:
+        return float(raw) if raw else DEFAULT_STALL_S
+    except ValueError:
+        raise ValueError(f"${ENV_STALL_S}: {raw!r} is not a number of seconds") from None
 
 
 class _Worker:
@@ -46,17 +109,22 @@ class _Worker:
             sys.modules["__main__"] = main
         child_end.close()
 
-    def call(self, request: tuple) -> tuple:
+    def call(self, request: tuple, stall_s: float = DEFAULT_STALL_S) -> tuple:
         try:
             self.connection.send(request)
+            watch = _StallWatch(self.process.pid, stall_s)
             while not self.connection.poll(_POLL_S):
                 if not self.process.is_alive():
                     raise EOFError
+                watch.check()
             return self.connection.recv()
         except (EOFError, OSError):
             code = self.process.exitcode
             self.kill()
             raise RuntimeError(f"the pypto worker process died (exit code {code})") from None
+        except WorkerStalled:
+            self.kill()
+            raise
         except BaseException:  # KeyboardInterrupt / SIGTERM: stop the compile now
             self.kill()
             raise
@@ -140,7 +208,16 @@ def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dic
         _workers[backend.name] = _Worker(backend.name)
     worker = _workers[backend.name]
     try:
-        status, payload = worker.call((_BuilderRef.of(builder), static, shared, index, scalars, options))
+        status, payload = worker.call((_BuilderRef.of(builder), static, shared, index, scalars, options),
+                                      stall_window_from_env())
+    except WorkerStalled as stalled:
+        from . import _pypto_runtime as rt
+
+        _workers.pop(backend.name, None)
+        raise rt.PyptoRunError(
+            f"{backend.name}: kernel {getattr(builder, '__name__', builder)!r} made no progress ({stalled}; "
+            f"pypto 0.2.0 waits for ever when one of its compile threads fails) and was stopped; "
+            f"${ENV_STALL_S} sets the window") from None
     except BaseException:
         _workers.pop(backend.name, None)
         raise

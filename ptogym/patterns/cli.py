@@ -43,7 +43,11 @@ def _measured_lines(op: str, measured: dict) -> list[str]:
         if "upstream" in row:
             text += f"; upstream config {row['upstream']['us']:.1f} us"
         if "chain" in row:
-            text += f"; chain of atoms {row['chain']['us']:.1f} us (fused {row['chain']['fused_speedup']:.2f}x)"
+            chain = row["chain"]
+            text += f"; chain of atoms {chain['us']:.1f} us (fused {chain['fused_speedup']:.2f}x)"
+            if "kernel_us" in chain:
+                text += (f", whole kernels {default['kernel_us']:.1f} against {chain['kernel_us']:.1f} us "
+                         f"(fused {chain['fused_kernel_speedup']:.2f}x)")
         lines.append(text)
     return lines
 

@@ -20,7 +20,7 @@ Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.linear import cube_tile_shapes
+from ptogym.atoms.linear import L0C_BYTES, L1_BYTES, block_tile_shapes, cube_tile_shapes
 from ptogym.atoms.quant import dequant, per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope, rotation_cube_tiles
@@ -40,28 +40,23 @@ UNROLL = (1024, 512, 256, 128, 64, 16, 4, 1)
 #: passes, as do the V4 shapes' [4, 64, 64].  The single-head kv rope keeps whole-block rows
 #: (capping it at 32 costs 707 -> 913 us at T=1024).
 ROPE_TILE_TOKENS = 32
-L0C_FP32 = 128 * 1024 // 4
 DEQUANT_TILE = 4096  # columns of the [tokens, heads * D] fp32 dequant tile (upstream's (4, 4096))
 
-#: Per matmul: (k_tile, n_tile cap, k1 depth) for ``ptogym.atoms.linear.cube_tile_shapes``,
-#: with k1 widened to ``depth`` k0 blocks where L1 holds them.  n0 decides how many tasks
-#: a matmul becomes (N / n0); measured under the cost model (V4 shapes), T=1: q_b with
-#: n0=256 (128 tasks of 10 us, plus ~3.5 us between tasks on a core) 128.9 us, n0=512
-#: (64 tasks) 101.9 us, n0=1024 106.6 us; then q_a and kv with n0=64 (16 and 8 tasks
-#: instead of 8 and 4): 98.5 us; n0=32: 114.8 us.  T=16: q_b's k1 = 4 k0 (256) 114.9 us,
-#: the shared rule's 2 k0 (128) 132.5 us.  n0 is capped so that the [m, n0] fp32
-#: accumulator fits L0C (n0 = 256 for m = 128).
-CUBE_TILES = (("wq_a", (256, 64, 2)), ("wq_b", (256, 512, 4)), ("wkv", (256, 64, 2)))
-#: The int8 q_b of the quantised kernel: n0 up to 1024 (half the bytes of a bf16 tile; T=1
-#: 32 tasks instead of 64: 81.5 -> 78.8 us, T=16 ~3 us); n0 = 2048 or 24 tasks' 1376 / 1408 /
-#: 1536 columns fail pypto's parser (Errcode FFFFFF).
-INT8_CUBE_TILES = {"wq_b": (256, 1024, 4)}
+#: Cube tiles: ``ptogym.atoms.linear.block_tile_shapes``, the rule the ``linear`` operator
+#: measured (long L1 k tiles: few, large GM -> L1 copies; N spread over the 24 cube cores).
+#: Cost model, V4 shapes, against the former per-matmul ``cube_tile_shapes`` (k 256/512-1024,
+#: n0 64 for q_a and kv, 512 for q_b): T=1 98.5 -> 75.1 us, T=16 114.9 -> 96.3 (q_a and kv
+#: alone: 104.1), T=128 168.1 -> 161.8, T=1024 707.0 -> 653.2.
+#: The int8 q_b of the quantised kernel keeps k 256 with k1 up to 4 k0 and n0 up to 1024
+#: (half the bytes of a bf16 tile; T=1 32 tasks instead of 64: 81.5 -> 78.8 us): the long-k
+#: rule's tiles (whole K = 1024 in L1) and n0 = 2048 or 24 tasks' 1376 / 1408 / 1536
+#: columns fail pypto's parser (Errcode FFFFFF).
+INT8_Q_B_TILES = (256, 1024, 4)  # (k_tile, n_tile cap, k1 depth in k0 blocks)
 #: Heads per vector tile of the quantised kernel's per-head RMSNorm (the sum buffer allows
 #: 32 of 512): smaller tiles make more vector tasks in the tail after q_b.  Cost model, V4:
 #: T=1 90.0 -> 81.5 us (8 or 4 heads; 16: 87.3), T=128 167.0 -> 144.8 (4: 148.2),
 #: T=1024 616.5 -> 574.3.  Not in the bf16 kernel: T=1 98.5 -> 94.5 but T=16 114.9 -> 129.2.
 HEAD_TILE_HEADS = 8
-L1_BYTES = 512 * 1024
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -112,7 +107,6 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
     width = heads * head_dim
     nope = head_dim - rope_dim
     unroll_list = sorted(set(unroll) | {1}, reverse=True)
-    tiles = dict(CUBE_TILES)
     fixed_kn = dict(cube_kn or ())
     weight_shape = {"wq_a": (hidden, q_lora_rank), "wq_b": (q_lora_rank, width), "wkv": (hidden, head_dim)}
 
@@ -123,10 +117,13 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
             k_tiles, n_tiles, *split_k = fixed_kn[stage]
             pypto.set_cube_tile_shapes([m, m], list(k_tiles), list(n_tiles), *split_k)
             return
-        m = min(128, -(-tokens // 16) * 16)
-        k_tile, n_cap, depth = tiles[stage] if element_bytes == 2 else INT8_CUBE_TILES[stage]
+        if element_bytes == 2:
+            pypto.set_cube_tile_shapes(*block_tile_shapes(tokens, k, n, element_bytes))
+            return
+        m = min(128, -(-tokens // 16) * 16)  # the int8 q_b
+        k_tile, n_cap, depth = INT8_Q_B_TILES
         m_tiles, k_tiles, n_tiles = cube_tile_shapes(tokens, k, n, element_bytes, k_tile=k_tile,
-                                                     n_tile=min(n_cap, L0C_FP32 // m))
+                                                     n_tile=min(n_cap, L0C_BYTES // (4 * m)))
         deep = min(k, depth * k_tiles[0])
         if deep % k_tiles[0] == 0 and (m + n_tiles[0]) * deep * element_bytes <= L1_BYTES:
             k_tiles = [k_tiles[0], deep]
