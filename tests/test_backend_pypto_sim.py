@@ -137,6 +137,7 @@ def test_parse_swim(tmp_path):
     summary = rt.parse_swim(path)
     assert summary["cycles"] == 3600 and summary["simulated_us"] == pytest.approx(2.0)
     assert summary["tasks"] == 2 and summary["cores"] == 2 and summary["lanes"] == 3
+    assert summary["cube_busy_us"] == 0 and summary["vector_busy_us"] == pytest.approx((1800 + 3400) / 1800)
 
 
 def test_parse_total_cycles(tmp_path):

@@ -295,7 +295,8 @@ def parse_swim(path: Path) -> dict:
     """
     lanes = json.loads(Path(path).read_text())
     first = last = None
-    busy = tasks = cores = lanes_seen = 0
+    tasks = cores = lanes_seen = 0
+    busy = {"AIC": 0, "AIV": 0}
     for lane in lanes:
         kind = str(lane.get("coreType", ""))
         if not kind.startswith(("AIC", "AIV")):
@@ -308,7 +309,7 @@ def parse_swim(path: Path) -> dict:
                 continue
             tasks += 1
             used = True
-            busy += end - start
+            busy[kind[:3]] += end - start
             first = start if first is None else min(first, start)
             last = end if last is None else max(last, end)
         cores += used
@@ -319,7 +320,10 @@ def parse_swim(path: Path) -> dict:
         "tasks": tasks,
         "cores": cores,
         "lanes": lanes_seen,
-        "utilization": busy / (lanes_seen * cycles) if cycles and lanes_seen else 0.0,
+        "utilization": sum(busy.values()) / (lanes_seen * cycles) if cycles and lanes_seen else 0.0,
+        # task time summed per core type (core-µs): where a kernel's work is, cube or vector
+        "cube_busy_us": busy["AIC"] / SIM_CLOCK_MHZ,
+        "vector_busy_us": busy["AIV"] / SIM_CLOCK_MHZ,
     }
 
 
