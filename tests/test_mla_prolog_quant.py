@@ -43,11 +43,12 @@ def test_golden_q_b_is_the_exact_integer_product():
 
 
 def _variant_params():
-    # upstream's configuration sets a 3-entry k tile ([128, 1024, 512]): real pypto 0.2.0
-    # accepts it (CubeTile takes 2 or 3 k entries), ptogym's interpreter refuses it
-    # (C-TILE-06), so that variant runs under pypto-sim, i.e. pypto's own interpreter
+    # upstream's configuration sets a 3-entry k tile ([128, 1024, 512]), which real pypto
+    # 0.2.0 accepts (its CubeTile takes 2 or 3 k entries) and so does the interpreter; it
+    # also runs under pypto-sim, i.e. pypto's own interpreter
     live = pytest.mark.skipif(importlib.util.find_spec("pypto") is None, reason="real pypto is not installed")
-    return [pytest.param(None, "interp"), pytest.param("upstream", "pypto-sim", marks=[pytest.mark.pypto, live])]
+    return [pytest.param(None, "interp"), pytest.param("upstream", "interp"),
+            pytest.param("upstream", "pypto-sim", marks=[pytest.mark.pypto, live])]
 
 
 @pytest.mark.parametrize("variant, backend", _variant_params())
@@ -111,3 +112,29 @@ def test_q_lora_rank_must_fill_int8_blocks():
               "wq_b": inputs["wq_b"][:112].contiguous()}
     with pytest.raises(ValueError, match="multiple of 32"):
         mla_prolog_quant(*[inputs[n] for n in INPUT_NAMES])
+
+
+def test_prefill_calls_build_with_l1_reuse_and_compute_the_same(monkeypatch):
+    """From INT8_PREFILL_TOKENS tokens the operator builds the kernel with its prefill pass
+    options (cube_l1_reuse_setting: scheduling only), and the numbers stay the golden's."""
+    from ptogym.atoms.linear import INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS
+    from ptogym.backends import get_backend
+
+    inputs = case_inputs("level1")  # small dims; tokens repeated up to the prefill threshold
+    tokens = INT8_PREFILL_TOKENS
+    for name in ("x", "cos", "sin"):
+        inputs[name] = inputs[name].repeat(-(-tokens // inputs[name].shape[0]), 1)[:tokens].contiguous()
+    interp = get_backend("interp")
+    seen = []
+    real_launch = interp.launch
+    monkeypatch.setattr(interp, "launch", lambda build, static, *rest: seen.append(static) or real_launch(
+        build, static, *rest))
+    outputs, _ = launch(*[inputs[n] for n in INPUT_NAMES], backend=interp)
+    launch(*[inputs[n][:tokens - 1] if n in ("x", "cos", "sin") else inputs[n] for n in INPUT_NAMES],
+           backend=interp)
+    assert [s.get("pass_options") for s in seen] == [INT8_PREFILL_PASS_OPTIONS, None]
+    expected = mla_prolog_quant_golden(*[inputs[n] for n in INPUT_NAMES])
+    for name, got, want in zip(OUTPUT_NAMES, outputs, expected):
+        result = detailed_tensor_compare(got, want, name, rtol=0.0078125, atol=1e-4, max_error_ratio=0.005,
+                                         int_tolerance=1)
+        assert result.all_close, result.report()

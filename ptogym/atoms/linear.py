@@ -54,6 +54,25 @@ def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int 
     return [m, m], [k0, k1], [n0, n0]
 
 
+#: Pass options for int8 projections of ``INT8_PREFILL_TOKENS`` tokens or more, chosen per
+#: call by an operator (pypto reads pass options once per jit, so one kernel cannot switch
+#: them per token block).  ``cube_l1_reuse_setting {-1: 2}`` lets the compiler merge two
+#: cube tasks that copy the same GM tile: a 1024-token block's m tiles share their int8
+#: weight tile loads in pairs.  Cost model, fused kernels: RMSNorm+Linear+Quant level5
+#: (1024 tokens, 4096 -> 1024) 77.2 -> 67.7 us, qwen3_t1024 108.0 -> 98.1, MLA prolog quant
+#: T=1024 576.3 -> 519.0.  Not used where it did not pay: smaller calls (MLA quant T=128
+#: 137.5 -> 148.4: one m tile, merged tasks only run fewer at a time), bf16 projections
+#: (RMSNorm+Linear qwen3_t1024 132.9 -> 151.4, MLA bf16 T=1024 653.2 -> 708.8) and the int8
+#: ``linear`` operator alone (1024 x 2048 -> 4096: 68.7 -> 71.1).
+INT8_PREFILL_TOKENS = 1024
+INT8_PREFILL_PASS_OPTIONS = (("cube_l1_reuse_setting", ((-1, 2),)),)
+
+
+def int8_prefill_options(tokens: int) -> dict:
+    """Build kwargs for a fused kernel with int8 projections over ``tokens`` tokens."""
+    return {"pass_options": INT8_PREFILL_PASS_OPTIONS} if tokens >= INT8_PREFILL_TOKENS else {}
+
+
 CUBE_CORES = 24  # DAV_2201
 BIG_X_TILE_BYTES = 1 << 20
 MIN_TASK_WEIGHT_BYTES = 128 << 10

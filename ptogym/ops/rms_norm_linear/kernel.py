@@ -66,7 +66,8 @@ VARIANTS = {
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
-          unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS):
+          unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS,
+          pass_options=()):
     """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
     ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
     ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
@@ -75,7 +76,8 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     joined for the cube; ``norm_task_rows=None`` leaves the split to the compiler
     (upstream's layout).  ``unroll=None`` picks the token blocks from the weight's size;
     ``cube`` (fixed tiles) or ``n_tile`` select AT-09's ``cube_tile_shapes`` instead of
-    ``projection_tile_shapes``."""
+    ``projection_tile_shapes``.  ``pass_options``: the jit's, as hashable (name, ((key,
+    value), ...)) pairs (the operator passes ``atoms.linear.int8_prefill_options``)."""
     dt = getattr(pypto, dtype)
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
@@ -123,7 +125,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
                 pypto, activations, weight, out_dt)
         pypto.assemble(y, [row, 0], y_out)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def rms_norm_linear_kernel(
         x: pypto.Tensor([pypto.DYNAMIC, k], dt),
         gamma: pypto.Tensor([1, k], dt),

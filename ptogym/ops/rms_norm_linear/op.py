@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import int8_prefill_options
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.linear.op import flops
@@ -64,7 +65,7 @@ def launch(x, gamma, weight, eps=1e-6, *, bias=None, w_scale=None, out_dtype=Non
                host.as_rows(y)]
     static = {"k": k, "n": n, "dtype": host.HALF_DTYPES[x.dtype], "quant": quant,
               "out_dtype": host.FLOAT_DTYPES[out_dtype], "has_bias": bias is not None,
-              **kernel.VARIANTS.get(variant, {})}
+              **(kernel.VARIANTS[variant] if variant else int8_prefill_options(rows.shape[0]) if quant else {})}
     return y, host.launch(kernel.build, static, tensors, {"eps": float(eps)}, backend, rows.shape[0])
 
 
