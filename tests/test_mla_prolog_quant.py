@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import ptogym.ops
+from ptogym.atoms.linear import INT8_PREFILL_TOKENS
 from ptogym.backends._pypto_worker import stop_workers
 from ptogym.ops import get_op
 from ptogym.ops.mla_prolog_quant.golden import mla_prolog_quant_golden, quantize
@@ -114,27 +115,31 @@ def test_q_lora_rank_must_fill_int8_blocks():
         mla_prolog_quant(*[inputs[n] for n in INPUT_NAMES])
 
 
-def test_prefill_calls_build_with_l1_reuse_and_compute_the_same(monkeypatch):
-    """From INT8_PREFILL_TOKENS tokens the operator builds the kernel with its prefill pass
-    options (cube_l1_reuse_setting: scheduling only), and the numbers stay the golden's."""
-    from ptogym.atoms.linear import INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS
+@pytest.mark.parametrize("op_name", ["mla_prolog", "mla_prolog_quant"])
+def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, monkeypatch):
+    """The operators build the kernel with kernel.pass_options_for(T) (scheduling only:
+    measured per token count), across each threshold, and compute the golden's numbers."""
     from ptogym.backends import get_backend
+    from ptogym.ops.mla_prolog import kernel
 
-    inputs = case_inputs("level1")  # small dims; tokens repeated up to the prefill threshold
-    tokens = INT8_PREFILL_TOKENS
-    for name in ("x", "cos", "sin"):
+    spec = get_op(op_name)
+    quant = op_name == "mla_prolog_quant"
+    inputs = make_case_inputs(spec, next(c for c in load_cases(spec.cases_path, spec) if c.id == "level1"))
+    tokens = INT8_PREFILL_TOKENS if quant else kernel.BF16_NBUFFER_TOKENS
+    for name in ("x", "cos", "sin"):  # small dims, tokens repeated up to the threshold
         inputs[name] = inputs[name].repeat(-(-tokens // inputs[name].shape[0]), 1)[:tokens].contiguous()
     interp = get_backend("interp")
     seen = []
     real_launch = interp.launch
     monkeypatch.setattr(interp, "launch", lambda build, static, *rest: seen.append(static) or real_launch(
         build, static, *rest))
-    outputs, _ = launch(*[inputs[n] for n in INPUT_NAMES], backend=interp)
-    launch(*[inputs[n][:tokens - 1] if n in ("x", "cos", "sin") else inputs[n] for n in INPUT_NAMES],
-           backend=interp)
-    assert [s.get("pass_options") for s in seen] == [INT8_PREFILL_PASS_OPTIONS, None]
-    expected = mla_prolog_quant_golden(*[inputs[n] for n in INPUT_NAMES])
-    for name, got, want in zip(OUTPUT_NAMES, outputs, expected):
-        result = detailed_tensor_compare(got, want, name, rtol=0.0078125, atol=1e-4, max_error_ratio=0.005,
-                                         int_tolerance=1)
+    outputs, _ = spec.run(inputs, {"eps": 1e-6}, interp)
+    spec.run({n: t[:tokens - 1] if n in ("x", "cos", "sin") else t for n, t in inputs.items()}, {"eps": 1e-6}, interp)
+    options = [s["pass_options"] for s in seen]
+    assert options == [kernel.pass_options_for(tokens, quant), kernel.pass_options_for(tokens - 1, quant)]
+    assert options[0] != options[1]
+    expected = spec.golden(inputs, {"eps": 1e-6})
+    for name in spec.output_names:
+        result = detailed_tensor_compare(outputs[name], expected[name], name, rtol=0.0078125, atol=1e-4,
+                                         max_error_ratio=0.005, int_tolerance=1)
         assert result.all_close, result.report()

@@ -20,7 +20,8 @@ Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.linear import L0C_BYTES, L1_BYTES, block_tile_shapes, cube_tile_shapes
+from ptogym.atoms.linear import (INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS, L0C_BYTES, L1_BYTES,
+                                 block_tile_shapes, cube_tile_shapes)
 from ptogym.atoms.quant import dequant, per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope, rotation_cube_tiles
@@ -57,6 +58,29 @@ INT8_Q_B_TILES = (256, 1024, 4)  # (k_tile, n_tile cap, k1 depth in k0 blocks)
 #: T=1 90.0 -> 81.5 us (8 or 4 heads; 16: 87.3), T=128 167.0 -> 144.8 (4: 148.2),
 #: T=1024 616.5 -> 574.3.  Not in the bf16 kernel: T=1 98.5 -> 94.5 but T=16 114.9 -> 129.2.
 HEAD_TILE_HEADS = 8
+
+#: Pass options per call, picked by the operators from the token count (pypto reads pass
+#: options once per jit, so one kernel cannot switch them per token block).
+#: ``cube_nbuffer_setting {-1: 2}`` merges pairs of same-structure cube tasks (half the
+#: tasks, each paying ~3.5 us of dispatch gap on its core, but half the parallelism);
+#: ``INT8_PREFILL_PASS_OPTIONS`` (``ptogym.atoms.linear``) lets a 1024-token block's m
+#: tiles share their int8 q_b weight tile loads.  Cost model, V4 shapes, us:
+#:   bf16, cube_nbuffer 2:  T=1 75.1 -> 93.8, T=16 96.3 -> 110.7, T=128 161.8 -> 147.9,
+#:                          T=1024 653.2 -> 569.9 (cube_l1_reuse 2: 708.8)
+#:   int8, cube_nbuffer 2:  T=1 73.8 -> 66.1, T=16 88.5 -> 84.6, T=128 137.5 -> 131.1
+#:                          (with cube_l1_reuse 2 too: 162.0; {-1: 3} 149.8, 4 156.5),
+#:                          T=1024 576.3 -> 541.5 (cube_l1_reuse 2: 519.0, both: 532.7)
+#: vec_nbuffer_setting {-1: 2} / {-1: 4}: int8 T=128 141.2 / 144.1.
+CUBE_NBUFFER_PAIRS = ("cube_nbuffer_setting", ((-1, 2),))
+BF16_NBUFFER_TOKENS = 128
+
+
+def pass_options_for(tokens: int, quant: bool) -> tuple:
+    """The measured best pass options (``build``'s ``pass_options``) for a call of ``tokens``."""
+    if quant:
+        return INT8_PREFILL_PASS_OPTIONS if tokens >= INT8_PREFILL_TOKENS else (CUBE_NBUFFER_PAIRS,)
+    return (CUBE_NBUFFER_PAIRS,) if tokens >= BF16_NBUFFER_TOKENS else ()
+
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {

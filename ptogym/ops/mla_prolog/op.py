@@ -98,7 +98,8 @@ def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, eps=1e-6, backend=
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     if x.shape[0] == 0:
         return outputs, LaunchReport(backend=backend.name, wall_s=0.0)
-    static = {**d, "dtype": host.HALF_DTYPES[x.dtype], **(kernel.VARIANTS[variant] if variant else {})}
+    static = {**d, "dtype": host.HALF_DTYPES[x.dtype],
+              **(kernel.VARIANTS[variant] if variant else {"pass_options": kernel.pass_options_for(x.shape[0], False)})}
     tensors = [x, wq_a, wq_b, wkv, gamma_cq.view(1, -1), gamma_ckv.view(1, -1), cos, sin,
                rotation_matrix(d["rope_dim"], "interleave", x.dtype, x.device), *outputs]
     return outputs, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})

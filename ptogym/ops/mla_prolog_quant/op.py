@@ -13,7 +13,6 @@ from types import SimpleNamespace
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.atoms.linear import int8_prefill_options
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -72,7 +71,8 @@ def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, wq_b_scale, eps=1e
     if x.shape[0] == 0:
         return outputs, LaunchReport(backend=backend.name, wall_s=0.0)
     static = {**d, "dtype": host.HALF_DTYPES[x.dtype], "quant": True,
-              **(kernel.QUANT_VARIANTS[variant] if variant else int8_prefill_options(x.shape[0]))}
+              **(kernel.QUANT_VARIANTS[variant] if variant else
+                 {"pass_options": kernel.pass_options_for(x.shape[0], quant=True)})}
     tensors = [x, wq_a, wq_b, wkv, gamma_cq.view(1, -1), gamma_ckv.view(1, -1), cos, sin,
                rotation_matrix(d["rope_dim"], "interleave", x.dtype, x.device), wq_b_scale.view(1, -1), *outputs]
     return outputs, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
