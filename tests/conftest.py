@@ -37,3 +37,21 @@ def ptogym_cli():
     from ptogym.cli import main
 
     return main
+
+
+@pytest.fixture
+def interp_builds(monkeypatch):
+    """The interpreter backend, recording the static build parameters of every launch:
+    ``backend, statics = interp_builds``."""
+    from ptogym.backends import get_backend
+
+    interp = get_backend("interp")
+    statics = []
+    real_launch = interp.launch
+
+    def launch(build, static, *rest):
+        statics.append(static)
+        return real_launch(build, static, *rest)
+
+    monkeypatch.setattr(interp, "launch", launch)
+    return interp, statics

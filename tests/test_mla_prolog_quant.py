@@ -116,10 +116,9 @@ def test_q_lora_rank_must_fill_int8_blocks():
 
 
 @pytest.mark.parametrize("op_name", ["mla_prolog", "mla_prolog_quant"])
-def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, monkeypatch):
+def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, interp_builds):
     """The operators build the kernel with kernel.pass_options_for(T) (scheduling only:
     measured per token count), across each threshold, and compute the golden's numbers."""
-    from ptogym.backends import get_backend
     from ptogym.ops.mla_prolog import kernel
 
     spec = get_op(op_name)
@@ -128,11 +127,7 @@ def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name
     tokens = INT8_PREFILL_TOKENS if quant else kernel.BF16_NBUFFER_TOKENS
     for name in ("x", "cos", "sin"):  # small dims, tokens repeated up to the threshold
         inputs[name] = inputs[name].repeat(-(-tokens // inputs[name].shape[0]), 1)[:tokens].contiguous()
-    interp = get_backend("interp")
-    seen = []
-    real_launch = interp.launch
-    monkeypatch.setattr(interp, "launch", lambda build, static, *rest: seen.append(static) or real_launch(
-        build, static, *rest))
+    interp, seen = interp_builds
     outputs, _ = spec.run(inputs, {"eps": 1e-6}, interp)
     spec.run({n: t[:tokens - 1] if n in ("x", "cos", "sin") else t for n, t in inputs.items()}, {"eps": 1e-6}, interp)
     options = [s["pass_options"] for s in seen]

@@ -81,18 +81,13 @@ def test_bad_out_dtype():
         rms_norm_linear_quant(*make(4, 64, 32), out_dtype=torch.int8)
 
 
-def test_prefill_calls_build_with_the_int8_prefill_pass_options(monkeypatch):
+def test_prefill_calls_build_with_the_int8_prefill_pass_options(interp_builds):
     """From INT8_PREFILL_TOKENS tokens the operator builds its kernel with the int8 prefill
     pass options (scheduling only), below without; the numbers stay the golden's."""
     from ptogym.atoms.linear import INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS
-    from ptogym.backends import get_backend
     from ptogym.ops.rms_norm_linear.op import launch
 
-    interp = get_backend("interp")
-    seen = []
-    real_launch = interp.launch
-    monkeypatch.setattr(interp, "launch", lambda build, static, *rest: seen.append(static) or real_launch(
-        build, static, *rest))
+    interp, seen = interp_builds
     x, gamma, weight, w_scale = make(INT8_PREFILL_TOKENS, 256, 32)
     y, _ = launch(x, gamma, weight, 1e-6, w_scale=w_scale, backend=interp)
     launch(x[:-1], gamma, weight, 1e-6, w_scale=w_scale, backend=interp)
