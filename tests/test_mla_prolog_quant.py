@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import ptogym.ops
-from ptogym.atoms.linear import INT8_PREFILL_TOKENS
 from ptogym.backends._pypto_worker import stop_workers
 from ptogym.ops import get_op
 from ptogym.ops.mla_prolog_quant.golden import mla_prolog_quant_golden, quantize
@@ -115,16 +114,22 @@ def test_q_lora_rank_must_fill_int8_blocks():
         mla_prolog_quant(*[inputs[n] for n in INPUT_NAMES])
 
 
-@pytest.mark.parametrize("op_name", ["mla_prolog", "mla_prolog_quant"])
-def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, interp_builds):
+def _thresholds():
+    from ptogym.ops.mla_prolog import kernel
+    return [(op_name, start) for op_name, quant in (("mla_prolog", False), ("mla_prolog_quant", True))
+            for start, _ in kernel.PASS_OPTIONS[quant][1:]]
+
+
+@pytest.mark.parametrize("op_name,tokens", _thresholds())
+def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, tokens, interp_builds):
     """The operators build the kernel with kernel.pass_options_for(T) (scheduling only:
-    measured per token count), across each threshold, and compute the golden's numbers."""
+    measured per token count), on both sides of each threshold, and compute the golden's
+    numbers at the threshold."""
     from ptogym.ops.mla_prolog import kernel
 
     spec = get_op(op_name)
     quant = op_name == "mla_prolog_quant"
     inputs = make_case_inputs(spec, next(c for c in load_cases(spec.cases_path, spec) if c.id == "level1"))
-    tokens = INT8_PREFILL_TOKENS if quant else kernel.BF16_NBUFFER_TOKENS
     for name in ("x", "cos", "sin"):  # small dims, tokens repeated up to the threshold
         inputs[name] = inputs[name].repeat(-(-tokens // inputs[name].shape[0]), 1)[:tokens].contiguous()
     interp, seen = interp_builds

@@ -61,25 +61,47 @@ HEAD_TILE_HEADS = 8
 
 #: Pass options per call, picked by the operators from the token count (pypto reads pass
 #: options once per jit, so one kernel cannot switch them per token block).
-#: ``cube_nbuffer_setting {-1: 2}`` merges pairs of same-structure cube tasks (half the
-#: tasks, each paying ~3.5 us of dispatch gap on its core, but half the parallelism);
+#: ``cube_nbuffer_setting`` merges same-structure cube tasks into one (fewer tasks, each
+#: paying ~3.5 us of dispatch gap on its core, but less parallelism); its keys are pypto
+#: 0.2.0's "hashorder" ids of the groups of same-structure cube subgraphs, numbered per
+#: token block's function (-1: every group not named).  Measured by which key halves which
+#: stage's task count: in a 128-token block group 4 is q_b's tiles and group 5 the q RoPE
+#: rotation's; in blocks of up to 16 tokens group 2 is q_b's.  Merging everything
+#: ({-1: 2}) also pairs q_a's and kv's tasks, which then run on 8 of the 24 cube cores
+#: (q_a ends at 33.9 us instead of 18.5 at T=128, int8) - hence per-group settings; the
+#: group ids are pinned by tests/test_mla_prolog_cube_groups.py (slow, real pypto).
 #: ``INT8_PREFILL_PASS_OPTIONS`` (``ptogym.atoms.linear``) lets a 1024-token block's m
 #: tiles share their int8 q_b weight tile loads.  Cost model, V4 shapes, us:
-#:   bf16, cube_nbuffer 2:  T=1 75.1 -> 93.8, T=16 96.3 -> 110.7, T=128 161.8 -> 147.9,
-#:                          T=1024 653.2 -> 569.9 (cube_l1_reuse 2: 708.8)
-#:   int8, cube_nbuffer 2:  T=1 73.8 -> 66.1, T=16 88.5 -> 84.6, T=128 137.5 -> 131.1
-#:                          (with cube_l1_reuse 2 too: 162.0; {-1: 3} 149.8, 4 156.5),
-#:                          T=1024 576.3 -> 541.5 (cube_l1_reuse 2: 519.0, both: 532.7)
-#: vec_nbuffer_setting {-1: 2} / {-1: 4}: int8 T=128 141.2 / 144.1.
-CUBE_NBUFFER_PAIRS = ("cube_nbuffer_setting", ((-1, 2),))
-BF16_NBUFFER_TOKENS = 128
+#:   bf16, {-1: 2}:               T=1 75.1 -> 93.8, T=16 96.3 -> 110.7, T=128 161.8 -> 147.9,
+#:                                T=1024 653.2 -> 569.9 (cube_l1_reuse 2: 708.8)
+#:   bf16, T=128, per group:      {4: 2} 136.2, {4: 4} 131.1, {4: 4, 5: 2} 127.5, {4: 4, 5: 4}
+#:                                131.3 (others unmerged); T=1 / 16 {2: 2} 94.7 / 111.8
+#:   int8, {-1: 2}:               T=1 73.8 -> 66.1, T=16 88.5 -> 84.6, T=128 137.5 -> 131.1
+#:                                (with cube_l1_reuse 2 too: 162.0; {-1: 3} 149.8, 4 156.5),
+#:                                T=1024 576.3 -> 541.5 (cube_l1_reuse 2: 519.0, both: 532.7)
+#:   int8, T=128, per group:      {4: 2} 119.7, {4: 4} 114.2, {4: 8} 117.9, {4: 2, 5: 2} 115.8,
+#:                                {4: 4, 5: 2} 110.8, {4: 4, 5: 4} 112.8; T=1024 with the
+#:                                prefill option: {4: 4, 5: 2} 577.7, {5: 2} 519.0
+#:   int8, T=1 / 16, per group:   {2: 2} 65.2 / 81.8, {2: 4} 83.6 / 98.3, {2: 2, -1: 2}
+#:                                66.1 / 84.6
+#: vec_nbuffer_setting {-1: 2} / {-1: 4}: int8 T=128 141.2 / 144.1 (before the groups).
+#: A call of T tokens runs its largest blocks first, so the rows below start where the
+#: block sizes measured are the largest the call takes; elsewhere the former {-1: 2}.
+ALL_CUBE_PAIRS = ("cube_nbuffer_setting", ((-1, 2),))
+Q_B_CUBE_GROUP_128, Q_ROPE_CUBE_GROUP_128, Q_B_CUBE_GROUP_16 = 4, 5, 2
+BLOCK_128_CUBE_GROUPS = ("cube_nbuffer_setting", ((Q_B_CUBE_GROUP_128, 4), (Q_ROPE_CUBE_GROUP_128, 2), (-1, 1)))
+SMALL_INT8_CUBE_GROUPS = ("cube_nbuffer_setting", ((Q_B_CUBE_GROUP_16, 2), (-1, 1)))
+#: (from this many tokens, pass options) rows, ascending; a call takes the last row it reaches.
+PASS_OPTIONS = {
+    False: ((0, ()), (128, (BLOCK_128_CUBE_GROUPS,)), (256, (ALL_CUBE_PAIRS,))),
+    True: ((0, (SMALL_INT8_CUBE_GROUPS,)), (64, (ALL_CUBE_PAIRS,)), (128, (BLOCK_128_CUBE_GROUPS,)),
+           (256, (ALL_CUBE_PAIRS,)), (INT8_PREFILL_TOKENS, INT8_PREFILL_PASS_OPTIONS)),
+}
 
 
 def pass_options_for(tokens: int, quant: bool) -> tuple:
     """The measured best pass options (``build``'s ``pass_options``) for a call of ``tokens``."""
-    if quant:
-        return INT8_PREFILL_PASS_OPTIONS if tokens >= INT8_PREFILL_TOKENS else (CUBE_NBUFFER_PAIRS,)
-    return (CUBE_NBUFFER_PAIRS,) if tokens >= BF16_NBUFFER_TOKENS else ()
+    return [options for start, options in PASS_OPTIONS[quant] if start <= tokens][-1]
 
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
