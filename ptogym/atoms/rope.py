@@ -14,9 +14,11 @@ token's cos and sin rows (width R):
   multiplication by a constant signed permutation matrix ``rotation`` [R, R]
   (``rotation[2i+1, 2i] = -1``, ``rotation[2i, 2i+1] = 1``).
 
-Why a matrix for the interleaved layout: re-interleaving needs a transpose whose
-result has a last axis of 2 elements, a vector tile narrower than the 32-byte block
-(C-TILE-02; upstream works around it with three extra transposes).  On the cube, x
+Why a matrix for the interleaved layout: on the vector cores the pairs need two
+transposes (de-interleave [.., R/2, 2] -> [.., 2, R/2], swap, re-interleave), and
+pypto 0.2.0's cost model charges them heavily: in the MLA prolog (int8, V4 shapes,
+T=128) vector-only RoPE took 183-188 us against 131 with the matrix (vector busy time
+3178 against 1140 core-us), despite saving the two cube hops.  On the cube, x
 (bf16/fp16) times a matrix holding one +-1 per column accumulates exactly one
 product per output element in fp32: rot(x) is exact, and the vector side keeps
 aligned [tokens, heads, R] tiles only.
