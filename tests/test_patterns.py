@@ -94,6 +94,11 @@ def test_cli_list_json_show_graph(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "## AT-10" in out and "rms_norm_linear" in out and out.splitlines()[-1] == "[PATTERNS_OK]"
 
+    # a model operator's figures are in its README, not in measured.json: the show says where
+    assert main(["patterns", "show", "SK-04"]) == 0
+    out = capsys.readouterr().out
+    assert "its figures: ptogym/ops/mla_prolog/README.md" in out and out.splitlines()[-1] == "[PATTERNS_OK]"
+
     plot = tmp_path / "graph.png"
     assert main(["patterns", "graph", "--plot", str(plot)]) == 0
     out = capsys.readouterr().out

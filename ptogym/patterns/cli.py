@@ -61,8 +61,9 @@ def _show(cards, card_id: str) -> int:
     measured = load_measured()
     print("\n## Operators and their latest measured figures (pypto 0.2.0 cost model)\n")
     for op in card.used_by:
-        print("\n".join(_measured_lines(op, measured) or [f"  {op}: not measured yet "
-                                                           "(python benchmarks/bench_atoms.py)"]))
+        print("\n".join(_measured_lines(op, measured) or [
+            f"  {op}: not in measured.json (benchmarks/bench_atoms.py records the atom operators); "
+            f"its figures: ptogym/ops/{op}/README.md"]))
     if not card.used_by:
         print("  no ptogym operator uses this pattern yet")
     return 0
