@@ -85,8 +85,8 @@ HEAD_TILE_HEADS = 8
 #:   int8, T=1 / 16, per group:   {2: 2} 65.2 / 81.8, {2: 4} 83.6 / 98.3, {2: 2, -1: 2}
 #:                                66.1 / 84.6
 #: vec_nbuffer_setting {-1: 2} / {-1: 4}: int8 T=128 141.2 / 144.1 (before the groups).
-#: A call of T tokens runs its largest blocks first, so the rows below start where the
-#: block sizes measured are the largest the call takes; elsewhere the former {-1: 2}.
+#: The per-group rows below cover the token counts whose largest block is one measured
+#: (blocks of up to 16 tokens; 128); counts between keep the former {-1: 2}.
 ALL_CUBE_PAIRS = ("cube_nbuffer_setting", ((-1, 2),))
 Q_B_CUBE_GROUP_128, Q_ROPE_CUBE_GROUP_128, Q_B_CUBE_GROUP_16 = 4, 5, 2
 BLOCK_128_CUBE_GROUPS = ("cube_nbuffer_setting", ((Q_B_CUBE_GROUP_128, 4), (Q_ROPE_CUBE_GROUP_128, 2), (-1, 1)))
