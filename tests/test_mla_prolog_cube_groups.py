@@ -2,7 +2,7 @@
 ``kernel.py`` says they do, under real pypto 0.2.0 (its group ids are numbered by the
 compiler, so this pins them): at the DeepSeek-V4 shapes with 128-token blocks, merging
 group 4 in pairs removes exactly half of q_b's cube tasks and group 5 half of the q
-RoPE rotation's.  Cost model only (no numbers computed); ~20 s and ~3 GB per simulation."""
+RoPE rotation's.  Cost model only (no numbers computed); ~20 s and ~1.2 GB per simulation."""
 import importlib.util
 
 import pytest
