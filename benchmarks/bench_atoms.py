@@ -143,13 +143,6 @@ def bench_level(op_name, case, model, sweep=False, log=print, variants=True):
         log(f"  chain     {row['chain']['us']:9.1f} us  ({' + '.join(f'{op} {us:.1f}' for op, us in row['chain']['parts'].items())})  "
             f"fused is {row['chain']['fused_speedup']:.2f}x faster; whole kernels {row['chain']['kernel_us']:.1f} "
             f"against {row['default']['kernel_us']:.1f} us: {row['chain']['fused_kernel_speedup']:.2f}x")
-        # what-if: the chain's linear on the cube tiles the fused kernel uses (ptogym/ops/linear keeps its
-        # own tiling; this shows how much of the fused kernel's lead is tiling rather than fusion)
-        linear_case = dict(chain)["linear"]
-        tuned = {**parts, "linear": simulate("linear", linear_case, _fused_tiles(linear_case))}
-        row["chain_fused_tiles"] = _chain_row(tuned, row["default"])
-        log(f"  chain'    {row['chain_fused_tiles']['us']:9.1f} us  (linear on the fused kernel's cube tiles "
-            f"{tuned['linear']['us']:.1f})  fused is {row['chain_fused_tiles']['fused_speedup']:.2f}x faster")
     return row
 
 
@@ -162,18 +155,6 @@ def _chain_row(parts, fused):
     return {"parts": {op: p["us"] for op, p in parts.items()}, "us": total, "fused_speedup": total / fused["us"],
             "kernel_parts": {op: p["kernel_us"] for op, p in parts.items()}, "kernel_us": kernels,
             "fused_kernel_speedup": kernels / fused["kernel_us"]}
-
-
-def _fused_tiles(linear_case):
-    """Build kwargs giving the linear kernel the fused kernel's cube tiles
-    (``projection_tile_shapes``) for its largest token block."""
-    from ptogym.atoms.linear import projection_tile_shapes
-    from ptogym.ops.linear.kernel import UNROLL
-
-    x, weight = linear_case.inputs["x"], linear_case.inputs["weight"]
-    rows, (n, k) = min(math.prod(x.shape[:-1]), max(UNROLL)), weight.shape
-    tiles = projection_tile_shapes(rows, k, n, 1 if weight.dtype == torch.int8 else 2)
-    return {"cube": tuple(tuple(pair) for pair in tiles)}
 
 
 def _kernel(op_name):
@@ -246,9 +227,8 @@ def markdown_table(op_name, rows, peak) -> str:
     """The measured-figures table of a fused operator's README and card, from its JSON rows."""
     lines = [f"| level | shapes | fused µs | tasks | TFLOPS (% of {peak:.1f} peak) | GB/s (% of DDR / of copy asymptote) "
              "| upstream config µs (fused speedup) | chain of atoms µs (fused speedup) "
-             "| whole kernels: fused µs, chain µs (fused speedup) "
-             "| chain with the linear on the fused tiles µs (fused speedup) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| whole kernels: fused µs, chain µs (fused speedup) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for level, row in rows.items():
         fused = row["default"]
         upstream = f"{row['upstream']['us']:.1f} ({row['upstream']['us'] / fused['us']:.2f}x)" if "upstream" in row else "-"
@@ -256,11 +236,10 @@ def markdown_table(op_name, rows, peak) -> str:
                  f"{fused.get('tflops', 0):.1f} ({100 * fused.get('tflops', 0) / peak:.1f}%)",
                  f"{fused['gbps']:.0f} ({fused['percent_of_ddr']:.0f}% / {fused['percent_of_copy_asymptote']:.1f}%)",
                  upstream]
-        chain, tuned = row["chain"], row["chain_fused_tiles"]
+        chain = row["chain"]
         cells += [_chain_cell(chain["us"], chain["parts"], chain["fused_speedup"]),
                   f"{fused['kernel_us']:.1f}, " + _chain_cell(chain["kernel_us"], chain["kernel_parts"],
-                                                              chain["fused_kernel_speedup"]),
-                  _chain_cell(tuned["us"], tuned["parts"], tuned["fused_speedup"])]
+                                                              chain["fused_kernel_speedup"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -293,7 +272,7 @@ def main(argv=None):
         peak = measure.cube_peak_tflops(platform_model())
         for op_name in args.ops:
             rows = {level: measured[op_name][level] for level in DEFAULT_LEVELS[op_name]
-                    if "chain_fused_tiles" in measured.get(op_name, {}).get(level, {})}
+                    if "chain" in measured.get(op_name, {}).get(level, {})}
             if rows:
                 print(f"{op_name}\n{markdown_table(op_name, rows, peak)}\n")
         return 0

@@ -24,11 +24,12 @@ block the vector stage runs as tasks of ``norm_task_rows_for`` rows (``sg_set_sc
 ids alternate so neighbours stay apart; vector tile (``vec_tile_rows(K)``, K))
 whose results are concatenated for the cube; left to the compiler, a 128-row
 block's norm became dozens of 4-row tasks serialised in front of the cube.  Then the
-cube tiles of ``projection_tile_shapes`` (long L1 k tiles: few, large copies) and
+cube tiles of ``block_tile_shapes``, the ``linear`` operator's (long L1 k tiles: few,
+large copies; n 256 above 128 tokens) and
 the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
 cube: ``linear_cube_bias``).  No torch here.
 """
-from ptogym.atoms.linear import cube_tile_shapes, linear, linear_cube_bias, linear_w8a8, projection_tile_shapes
+from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_w8a8
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
@@ -52,10 +53,14 @@ def norm_task_rows_for(size: int, k: int) -> int:
     features (cost model): blocks of 17-128 tokens in tasks of ~16K elements, at least
     4 rows (more tasks in parallel: 64-token blocks at 4096 -> 512 25.6 -> 23.2 µs in
     4-row tasks; at K = 512 more, smaller tasks only wait longer for dispatch and a
-    wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); others in
-    16-row tasks (1024-token blocks: 4-row tasks 108.8 µs against 89.4; up to 16
-    tokens: one task, no join in front of the cube)."""
-    return max(4, min(size, 16384 // k)) if 16 < size <= 128 else 16
+    wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); 1024-token
+    blocks in 24-row tasks, 43 of them, one wave of the 48 vector cores (README: 16-row
+    tasks make two waves, and their different join changes how the compiler merges the
+    cube tasks; 22 or 32 rows were slower on some of the four 1024-token levels); others
+    in 16-row tasks (up to 16 tokens: one task, no join in front of the cube)."""
+    if 16 < size <= 128:
+        return max(4, min(size, 16384 // k))
+    return 24 if size >= 1024 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -76,7 +81,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     joined for the cube; ``norm_task_rows=None`` leaves the split to the compiler
     (upstream's layout).  ``unroll=None`` picks the token blocks from the weight's size;
     ``cube`` (fixed tiles) or ``n_tile`` select AT-09's ``cube_tile_shapes`` instead of
-    ``projection_tile_shapes``.  ``pass_options``: the jit's, as hashable (name, ((key,
+    ``block_tile_shapes``.  ``pass_options``: the jit's, as hashable (name, ((key,
     value), ...)) pairs (the operator passes ``atoms.linear.int8_prefill_options``)."""
     dt = getattr(pypto, dtype)
     w_dt = pypto.DT_INT8 if quant else dt
@@ -115,7 +120,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
         if cube or n_tile:
             tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
         else:
-            tiles = projection_tile_shapes(size, k, n, element_bytes)
+            tiles = block_tile_shapes(size, k, n, element_bytes)
         pypto.set_cube_tile_shapes(*tiles)
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
