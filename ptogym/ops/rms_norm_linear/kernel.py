@@ -56,9 +56,13 @@ def norm_task_rows_for(size: int, k: int) -> int:
     wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); 1024-token
     blocks in 24-row tasks, 43 of them, one wave of the 48 vector cores (README: 16-row
     tasks make two waves, and their different join changes how the compiler merges the
-    cube tasks; 22 or 32 rows were slower on some of the four 1024-token levels); others
-    in 16-row tasks (up to 16 tokens: one task, no join in front of the cube)."""
-    if 16 < size <= 128:
+    cube tasks; 22 or 32 rows were slower on some of the four 1024-token levels); 256-token
+    blocks in 16-row tasks; blocks up to 16 tokens in tasks of up to 8 rows (16 tokens at
+    4096 -> 1024: one 16-row task 19.9 µs, whole kernel 25.6; two 8-row tasks 19.7 and
+    24.0; four 4-row tasks 19.7 and 27.2)."""
+    if size <= 16:
+        return min(size, 8)
+    if size <= 128:
         return max(4, min(size, 16384 // k))
     return 24 if size >= 1024 else 16
 
