@@ -62,7 +62,7 @@ def cube_tile_shapes(rows: int, k: int, n: int, element_bytes: int, k_tile: int 
 #: (1024 tokens, 4096 -> 1024) 77.2 -> 67.7 us, qwen3_t1024 108.0 -> 98.1, MLA prolog quant
 #: T=1024 576.3 -> 519.0.  Not used where it did not pay: smaller calls (MLA quant T=128
 #: 137.5 -> 148.4: one m tile, merged tasks only run fewer at a time), bf16 projections
-#: (RMSNorm+Linear qwen3_t1024 114.2 -> 117.4, MLA bf16 T=1024 653.2 -> 708.8) and the int8
+#: (RMSNorm+Linear qwen3_t1024, 24-row norm tasks: 114.2 -> 117.4; MLA bf16 T=1024 653.2 -> 708.8) and the int8
 #: ``linear`` operator alone (1024 x 2048 -> 4096: 68.7 -> 71.1).
 INT8_PREFILL_TOKENS = 1024
 INT8_PREFILL_PASS_OPTIONS = (("cube_l1_reuse_setting", ((-1, 2),)),)

@@ -54,9 +54,9 @@ def norm_task_rows_for(size: int, k: int) -> int:
     4 rows (more tasks in parallel: 64-token blocks at 4096 -> 512 25.6 -> 23.2 µs in
     4-row tasks; at K = 512 more, smaller tasks only wait longer for dispatch and a
     wider join: 99 tokens 20.7 µs in 4-row tasks, 17.8 in 32-row ones); 1024-token
-    blocks in 24-row tasks, 43 of them, one wave of the 48 vector cores (README: 16-row
-    tasks make two waves, and their different join changes how the compiler merges the
-    cube tasks; 22 or 32 rows were slower on some of the four 1024-token levels); 256-token
+    blocks in tasks of ~64K elements within 24-32 rows, one wave of the 48 vector cores
+    (README: 16-row tasks make two waves, and the task size also changes how the
+    compiler merges the cube tasks: 24 rows measured best at K = 4096, 32 at 2048); 256-token
     blocks in 16-row tasks; blocks up to 16 tokens in tasks of up to 8 rows (16 tokens at
     4096 -> 1024: one 16-row task 19.9 µs, whole kernel 25.6; two 8-row tasks 19.7 and
     24.0; four 4-row tasks 19.7 and 27.2)."""
@@ -64,7 +64,7 @@ def norm_task_rows_for(size: int, k: int) -> int:
         return min(size, 8)
     if size <= 128:
         return max(4, min(size, 16384 // k))
-    return 24 if size >= 1024 else 16
+    return min(32, max(24, 65536 // k)) if size >= 1024 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
