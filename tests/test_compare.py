@@ -301,6 +301,13 @@ def test_nested_outputs_are_compared_leaf_by_leaf_with_paths():
     assert "out[1]['rstd']: FAIL" in result.report()
 
 
+@pytest.mark.parametrize("empty", [{}, [], (), {"a": []}, [{}, ()]])
+def test_nested_outputs_holding_no_tensor_fail(empty):
+    result = compare(empty, empty, "out")
+    assert not result.all_close and result.compared_elements == 0
+    assert "nothing to compare" in result.report()
+
+
 def test_nested_outputs_all_close_when_every_leaf_is():
     value = {"a": [torch.ones(2), torch.zeros(1)]}
     assert compare(value, {"a": [torch.ones(2), torch.zeros(1)]}).all_close
@@ -362,6 +369,15 @@ def test_compare_cli_on_pt_files(tmp_path, ptogym_cli, capsys):
     assert ptogym_cli(["compare", str(tmp_path / "off.pt"), str(tmp_path / "expected.pt"), "--atol", "0.5"]) == 0
     assert ptogym_cli(["compare", str(tmp_path / "off.pt"), str(tmp_path / "expected.pt"),
                        "--max-error-ratio", "1"]) == 0
+
+
+@pytest.mark.parametrize("saved", [{}, [], {"y": torch.empty(0, 3)}, torch.empty(0)])
+def test_compare_cli_fails_when_nothing_is_compared(tmp_path, ptogym_cli, capsys, saved):
+    torch.save(saved, tmp_path / "a.pt")
+    torch.save(saved, tmp_path / "e.pt")
+    assert ptogym_cli(["compare", str(tmp_path / "a.pt"), str(tmp_path / "e.pt")]) == 1
+    out = capsys.readouterr().out
+    assert "nothing" in out and out.rstrip().endswith("[PRECISION_FAIL]")
 
 
 def test_compare_cli_on_nested_pt_files(tmp_path, ptogym_cli, capsys):

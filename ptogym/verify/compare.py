@@ -7,6 +7,9 @@ sides hold integers, when ``|actual - expected| <= int_tolerance`` computed exac
 Besides the verdict it keeps the statistics and the worst elements, because a bare
 "not close" tells a kernel author nothing about where to look.
 
+A comparison of nested outputs holding no tensor at all fails (nothing was compared);
+``ptogym compare`` also fails when every tensor compared is empty (``compared_elements``).
+
 Special values: same-signed infinities match; NaN on either side, finite against
 infinite and opposite infinities never do.  Statistics (max/mean/std of the absolute
 difference, max relative difference) leave NaN positions out - they are counted
@@ -69,6 +72,11 @@ class CompareResult:
     max_rel_diff: float | None = None
     outliers: list[Outlier] = field(default_factory=list)
 
+    @property
+    def compared_elements(self) -> int:
+        """Elements compared one against the other: none when the shapes differ."""
+        return self.total_elements if self.shape_match else 0
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -100,6 +108,10 @@ class CompositeResult:
     @property
     def all_close(self) -> bool:
         return not self.structure_errors and all(leaf.all_close for leaf in self.leaves.values())
+
+    @property
+    def compared_elements(self) -> int:
+        return sum(leaf.compared_elements for leaf in self.leaves.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +174,8 @@ def detailed_tensor_compare(
         return _compare_leaf(*_as_tensor(actual, name), *_as_tensor(expected, name), name, **options)
     composite = CompositeResult(name=name, leaves={}, structure_errors=[])
     _compare_tree(actual, expected, name, composite, options)
+    if not composite.leaves and not composite.structure_errors:  # {} against {}: a pass would be unearned
+        composite.structure_errors.append(f"{name}: nothing to compare: neither side holds a tensor")
     return composite
 
 

@@ -65,7 +65,9 @@ def _compare_command(args: argparse.Namespace) -> int:
         print(MARKERS[2])
         return 2
     print(result.report())
-    exit_code = 0 if result.all_close else 1
+    if result.all_close and not result.compared_elements:  # empty tensors only: a PASS would be unearned
+        print("nothing compared: every tensor is empty")
+    exit_code = 0 if result.all_close and result.compared_elements else 1
     print(MARKERS[exit_code])
     return exit_code
 
@@ -74,7 +76,8 @@ def add_cli(subparsers) -> None:
     parser = subparsers.add_parser(
         "compare", help="compare saved outputs against a saved reference",
         description="Compare ACTUAL against the reference EXPECTED (.pt, .npy, .safetensors). "
-                    "The last line is [PRECISION_PASS] (exit 0), [PRECISION_FAIL] (exit 1) or "
+                    "The last line is [PRECISION_PASS] (exit 0), [PRECISION_FAIL] (exit 1: an element out of "
+                    "tolerance, a structure mismatch, or nothing compared: no tensor or only empty ones) or "
                     "[RUN_ERROR] (exit 2: an input cannot be read, or an option is invalid).")
     parser.add_argument("actual", help="saved kernel output")
     parser.add_argument("expected", help="saved reference output")
