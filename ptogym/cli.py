@@ -8,6 +8,8 @@ Every command ends with exactly one verdict line on stdout and its exit code:
     [OK]             0   (list, bench) done
     [PRECISION_FAIL] 1   (run, compare) an output out of tolerance
     [RUN_ERROR]      2   anything that could not run: bad arguments included
+    [PRECISION_PASS_LENIENT] 3  (run) within tolerance, but judged in lenient mode
+                         (PTOGYM_LENIENT=1, lenient()): constraint checks were downgraded
     [INTERRUPTED]    130 Ctrl-C or SIGTERM
 
 No user error prints a traceback (``--debug`` shows one).  ``ptogym interp`` hands
@@ -53,9 +55,25 @@ SUMMARIES = {
     "bisect": "find the first kernel op whose result diverges from the golden",
     "patterns": "the pattern library: list, show and graph the atom and skeleton cards",
 }
-MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", 130: "[INTERRUPTED]"}
+EXIT_LENIENT = 3  # passed with constraint checks downgraded (lenient mode): not a plain pass
+MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", EXIT_LENIENT: "[PRECISION_PASS_LENIENT]",
+           130: "[INTERRUPTED]"}
 OK_MARKER = "[OK]"
 EXIT_INTERRUPTED = 130
+
+
+def worst_exit(codes, default: int = 0) -> int:
+    """The exit code of several verdicts: an error (2) before a failure (1) before a
+    lenient pass (3) before a pass (0); ``default`` when there are none."""
+    codes = set(codes)
+    if not codes:
+        return default
+    return next((code for code in (2, 1, EXIT_LENIENT) if code in codes), 0)
+
+
+def lenient_exit(exit_code: int, leniency) -> int:
+    """A pass earned with downgraded checks (``leniency.lenient``) is EXIT_LENIENT, never 0."""
+    return EXIT_LENIENT if exit_code == 0 and leniency is not None and leniency.lenient else exit_code
 
 
 class UsageError(Exception):

@@ -4,6 +4,7 @@ the pieces they stand on: probes, the interpreter's op trace, the golden invento
 Each test scaffolds its own package (unique name: packages are imported by path)
 and breaks it the way authors do: a wrong constant, an unmarked inventory entry,
 a missing staged file."""
+import hashlib
 import importlib.util
 import json
 import os
@@ -24,14 +25,14 @@ from ptogym.workflow.inventory import check_inventory, read_inventory
 from ptogym.workflow.package import WorkflowError, resolve
 from ptogym.workflow.probe import recording_probes
 from ptogym.workflow.scaffold import scaffold
-from ptogym.workflow.stage import FAIL, PASS, SKIPPED, run_stages, write_log
+from ptogym.workflow.stage import FAIL, PASS, PASS_LENIENT, run_stages, write_log
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _cli(*argv):
+def _cli(*argv, **environ):
     """``python -m ptogym ...`` from this checkout: (exit code, stdout lines)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PTOGYM_LENIENT": "0", **environ}
     done = subprocess.run([sys.executable, "-m", "ptogym", *argv], capture_output=True, text=True, env=env,
                           cwd=REPO, timeout=240)
     assert "Traceback" not in done.stderr + done.stdout
@@ -114,10 +115,59 @@ def test_stage_stops_at_the_first_wrong_module_and_resumes_with_from(tmp_path):
     assert not any(line.startswith("M3 ") for line in lines), "the chain must stop at module 2"
     _edit(module12, "2.5)", "2.0)")
     code, lines = _cli("stage", str(package_dir), "--from", "2")
-    assert code == 0 and lines[0].startswith("M1 wf_bug_module1_impl.py: PASS")  # kept from the previous log
+    assert code == 0 and lines[0].startswith("M1 wf_bug_module1_impl.py: PASS")
+    assert "kept from the previous log" in lines[0]  # same file contents, level and backend
+    assert lines[-1].endswith("M1 kept from the previous log (same content, level, backend)")
     document = json.loads((package_dir / "verification" / "stage_log.json").read_text())
     assert [m["verdict"] for m in document["modules"]] == [PASS, PASS, PASS]
-    assert run_stages(str(package_dir), start=3, log_dir=tmp_path / "none").modules[0].verdict == SKIPPED
+    first = run_stages(str(package_dir), start=3, log_dir=tmp_path / "none").modules[0]
+    assert first.verdict == PASS and first.provenance == "re-run despite --from 3: no entry in the previous log"
+
+
+def test_stage_from_keeps_a_pass_only_on_the_same_content_level_and_backend(tmp_path):
+    """The log records what each verdict was earned on; --from K re-runs an earlier module
+    whose file changed (here: now wrong), or whose entry came from another level or backend."""
+    package_dir = _new(tmp_path, "wf_reuse")
+    code, lines = _cli("stage", str(package_dir), "--level", "level0")
+    assert code == 0
+    log_path = package_dir / "verification" / "stage_log.json"
+    entry = json.loads(log_path.read_text())["modules"][0]
+    module1 = package_dir / "wf_reuse_module1_impl.py"
+    assert entry["sources"]["wf_reuse_module1_impl.py"] == hashlib.sha256(module1.read_bytes()).hexdigest()
+    assert {"golden.py", "op.py", "cases.json"} <= set(entry["sources"])
+    assert (entry["case"], entry["backend"], entry["lenient"]) == ("level0", "interp", False)
+    code, lines = _cli("stage", str(package_dir), "--level", "level1", "--from", "2")  # another level
+    assert code == 0 and "re-run despite --from 2: the previous entry was earned on another case 'level0'" in lines[0]
+    _edit(module1, "module1_out = pypto.mul(x_fp32, 2.0)", "module1_out = pypto.mul(x_fp32, 2.5)")
+    code, lines = _cli("stage", str(package_dir), "--level", "level1", "--from", "2")
+    assert code == 1 and lines[-1].startswith("[STAGE_FAIL] wf_reuse: module 1 (wf_reuse_module1_impl.py)")
+    assert "content changed since the previous log: wf_reuse_module1_impl.py" in lines[0]
+    _edit(module1, "2.5)", "2.0)")
+    assert _cli("stage", str(package_dir), "--level", "level1")[0] == 0
+    document = json.loads(log_path.read_text())
+    document["modules"][0]["backend"] = "pypto-sim"
+    log_path.write_text(json.dumps(document))
+    log = run_stages(str(package_dir), "level1", start=2)
+    assert log.modules[0].provenance.endswith("another backend 'pypto-sim' -> 'interp'")
+    assert log.modules[1].provenance is None and log.exit_code == 0
+    assert not list(log_path.parent.glob("*.tmp"))  # written through a temporary file, renamed
+
+
+def test_stage_under_lenient_mode_is_no_plain_pass(tmp_path):
+    """A module reading past its input (no valid_shape on the tail block: C-VIEW-01) is an
+    error; PTOGYM_LENIENT=1 lets it through, and the verdict says so (exit 3)."""
+    package_dir = _new(tmp_path, "wf_lenient", modules=1)
+    _edit(package_dir / "wf_lenient_module1_impl.py", ", valid_shape=[valid_rows, hidden])", ")")
+    code, lines = _cli("stage", str(package_dir), "--level", "level1")
+    assert code == 2 and "C-VIEW-01" in lines[-1] and lines[-1].startswith("[STAGE_ERROR]")
+    code, lines = _cli("stage", str(package_dir), "--level", "level1", PTOGYM_LENIENT="1")
+    assert code == 3 and lines[-1].startswith("[STAGE_PASS_LENIENT] wf_lenient: 1 module file(s) verified")
+    assert "lenient mode downgraded the checks of M1" in lines[-1]
+    assert lines[0].startswith("M1 wf_lenient_module1_impl.py: PASS_LENIENT")
+    entry = json.loads((package_dir / "verification" / "stage_log.json").read_text())["modules"][0]
+    assert entry["verdict"] == PASS_LENIENT and entry["lenient"] and entry["downgraded"] >= 1
+    code, lines = _cli("stage", str(package_dir), "--level", "level1", "--from", "1")  # strict again: re-judged
+    assert code == 2
 
 
 def test_stage_fails_on_an_unimplemented_inventory_entry(tmp_path):
@@ -156,6 +206,8 @@ def test_stage_reports_a_crashing_or_malformed_module(tmp_path, monkeypatch):
           "pass")  # the interpreter raises C-TILE-06 at the first op
     log = run_stages(str(package_dir))
     assert log.modules[1].verdict == "ERROR" and "C-TILE-06" in log.modules[1].reason and log.exit_code == 2
+    code, lines = _cli("stage", str(package_dir))  # the violation in one line, no traceback (_cli checks)
+    assert code == 2 and lines[-1].startswith("[STAGE_ERROR] wf_crash2: module 2") and "C-TILE-06" in lines[-1]
     broken = _new(tmp_path, "wf_syntax", modules=1)
     (broken / "wf_syntax_module1_impl.py").write_text("def broken(:\n")
     code, lines = _cli("stage", str(broken))

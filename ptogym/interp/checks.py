@@ -21,7 +21,8 @@ backed by the same kernel run through real pypto (``tests/check_probes.py``,
 ``tests/fixtures/checks_pypto.json``).
 
 ``lenient()`` turns errors into warnings too (for exploring foreign code); the
-interpreter then carries on like pypto would.
+interpreter then carries on like pypto would.  A verdict earned that way is not a
+plain pass: the tools judge under ``watching_leniency()`` and say so.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import contextlib
 import os
 import sys
 import warnings
+from dataclasses import dataclass
 
 CHECKS = {
     "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, rank, dtype, static dims)",
@@ -87,6 +89,7 @@ ADVICE = {
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES = (_INTERP_DIR, os.path.dirname(contextlib.__file__))
 _lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")
+_downgraded = 0  # constraint violations lenient mode turned into warnings, ever
 
 
 class ConstraintViolation(ValueError):
@@ -159,14 +162,40 @@ def user_location() -> str:
 
 def violation(check_id: str, details: str, location: str | None = None) -> None:
     """Raise (strict) or warn (lenient) about a broken constraint."""
+    global _downgraded
     error = ConstraintViolation(check_id, details, location or user_location())
     if not _lenient:
         raise error
+    _downgraded += 1
     warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
 
 def is_lenient() -> bool:
     return _lenient
+
+
+@dataclass
+class Leniency:
+    """Whether checks were downgraded while a verdict was earned (``watching_leniency``)."""
+
+    lenient: bool = False  # lenient mode was on, or let a violation through
+    downgraded: int = 0  # constraint violations it turned into warnings
+
+    def describe(self) -> str:
+        return (f"lenient mode (PTOGYM_LENIENT or lenient()): {self.downgraded} constraint violation(s) "
+                "downgraded to warnings; strict checks did not judge this")
+
+
+@contextlib.contextmanager
+def watching_leniency():
+    """Yield a Leniency filled in when the block ends: set when lenient mode is on at
+    its start or end, or let a violation through inside it."""
+    watch, start = Leniency(lenient=_lenient), _downgraded
+    try:
+        yield watch
+    finally:
+        watch.downgraded = _downgraded - start
+        watch.lenient = watch.lenient or _lenient or watch.downgraded > 0
 
 
 @contextlib.contextmanager

@@ -14,6 +14,9 @@ returned as the exit code:
 ``[PRECISION_FAIL]`` 1   a case ran and an output is out of tolerance
 ``[RUN_ERROR]``      2   something could not run (operator, case file, level, backend,
                          kernel exception, invalid inputs); dominates a FAIL
+``[PRECISION_PASS_LENIENT]`` 3  every case within tolerance, but judged in lenient mode
+                         (``PTOGYM_LENIENT=1``, ``lenient()``, ``ptogym interp --lenient``):
+                         constraint violations only warned, so it is no plain pass
 =================== ==== ==============================================================
 
 ``run_case`` is the single per-case code path, shared with the pytest collection;
@@ -32,11 +35,13 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from ptogym import backends, ops
 from ptogym.backends.base import LaunchReport
-from ptogym.cli import MARKERS, UsageError, check_writable, verdict
+from ptogym.cli import MARKERS, UsageError, check_writable, lenient_exit, verdict, worst_exit
 
 from .cases import Case, Tolerance, load_cases
 
 if TYPE_CHECKING:  # torch and the comparison load only when a case runs (fast --help, list)
+    from ptogym.interp.checks import Leniency
+
     from .compare import Result
 
 PASS, FAIL, ERROR = "PASS", "FAIL", "ERROR"
@@ -101,12 +106,13 @@ class RunResult:
     backend: str | None = None
     cases: list[CaseResult] = field(default_factory=list)
     error: str | None = None
+    leniency: Leniency | None = None  # set when the cases ran
 
     @property
     def exit_code(self) -> int:
         if self.error is not None:
             return 2
-        return max((_EXIT_CODES[case.status] for case in self.cases), default=0)
+        return lenient_exit(max((_EXIT_CODES[case.status] for case in self.cases), default=0), self.leniency)
 
     @property
     def marker(self) -> str:
@@ -117,12 +123,15 @@ class RunResult:
             return f"{self.op}: {self.error}"
         counts = {status: sum(case.status == status for case in self.cases) for status in (PASS, FAIL, ERROR)}
         failed = [case.case.id for case in self.cases if case.status != PASS]
+        lenient = f"; {self.leniency.describe()}" if self.leniency is not None and self.leniency.lenient else ""
         return (f"{self.op} [{self.backend}]: {counts[PASS]} passed, {counts[FAIL]} failed, "
-                f"{counts[ERROR]} errors" + (f" ({', '.join(failed)})" if failed else ""))
+                f"{counts[ERROR]} errors" + (f" ({', '.join(failed)})" if failed else "") + lenient)
 
     def to_dict(self) -> dict[str, Any]:
+        lenient = self.leniency is not None and self.leniency.lenient
         return {"op": self.op, "backend": self.backend, "verdict": self.marker.strip("[]"),
-                "exit_code": self.exit_code, "error": self.error,
+                "exit_code": self.exit_code, "error": self.error, "lenient": lenient,
+                "downgraded_violations": self.leniency.downgraded if lenient else 0,
                 "cases": [case.to_dict() for case in self.cases]}
 
 
@@ -261,14 +270,17 @@ def run_cases(op_name: str, levels: list[str] | None = None, quick: bool = False
     except _CannotRun as error:
         run.error = str(error)
         return run
+    from ptogym.interp.checks import watching_leniency
+
     run.backend = ready_backend.name
     start = time.perf_counter()
-    for index, case in enumerate(cases, 1):
-        _print(log, f"[{index}/{len(cases)}] {op_name} {case.id} on {run.backend} ... "
-                    f"(elapsed {time.perf_counter() - start:.1f}s)")
-        case_result = run_case(spec, case, ready_backend)
-        run.cases.append(case_result)
-        _print(log, case_result.report(verbose))
+    with watching_leniency() as run.leniency:
+        for index, case in enumerate(cases, 1):
+            _print(log, f"[{index}/{len(cases)}] {op_name} {case.id} on {run.backend} ... "
+                        f"(elapsed {time.perf_counter() - start:.1f}s)")
+            case_result = run_case(spec, case, ready_backend)
+            run.cases.append(case_result)
+            _print(log, case_result.report(verbose))
     return run
 
 
@@ -291,7 +303,7 @@ def _run_command(args: argparse.Namespace) -> int:
         runs = [run_cases(name, quick=True, **options) for name in ops.OP_NAMES]
     else:
         runs = [run_cases(args.op, args.levels or None, args.quick, **options)]
-    exit_code = max((run.exit_code for run in runs), default=2)
+    exit_code = worst_exit((run.exit_code for run in runs), default=2)
     print("no operator registered" if not runs else "\n".join(run.summary() for run in runs))
     if args.json:
         _write_json(args.json, {"verdict": MARKERS[exit_code].strip("[]"), "exit_code": exit_code,

@@ -125,6 +125,13 @@ class OpPackage:
     def inputs(self, case: Case) -> dict:
         return make_case_inputs(self.spec, case)
 
+    def source_digests(self, implementation: Path) -> dict[str, str]:
+        """sha256 of each file a verdict on ``implementation`` depends on: the file itself,
+        golden.py (the boundary tensors), op.py (inputs, the API) and the case file."""
+        files = [implementation, self.directory / "golden.py", self.directory / "op.py", Path(self.spec.cases_path)]
+        return {path.name: hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+                for path in dict.fromkeys(files)}
+
 
 def _load_by_path(directory: Path) -> OpPackage:
     digest = hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:10]
@@ -147,6 +154,24 @@ def resolve(op: str) -> OpPackage:
         return OpPackage(op, ops.OPS_DIR / op, f"{ops.__name__}.{op}")
     raise WorkflowError(f"OP {op!r}: not a registered operator ({', '.join(ops.OP_NAMES)}) "
                         "nor a directory holding an operator package (__init__.py, op.py)")
+
+
+def compare_boundaries(outputs, boundaries: dict, case: Case) -> dict:
+    """Each output leaf against the golden boundary tensor of its name, held to the
+    case's boundary bounds: {name: CompareResult}.  WorkflowError when there is no
+    leaf, or a leaf has no boundary tensor: nothing may go unverified."""
+    from ptogym.verify.compare import detailed_tensor_compare
+
+    produced = leaves(outputs, "")
+    unknown = [name for name in produced if name not in boundaries]
+    if unknown:
+        raise WorkflowError(f"output(s) {', '.join(unknown)} have no golden boundary tensor; "
+                            f"probe them in golden.py (known: {', '.join(boundaries)})")
+    if not produced:
+        raise WorkflowError("the module returned no outputs to compare")
+    bounds = case.boundary_tolerance().bounds()
+    return {name: detailed_tensor_compare(actual, boundaries[name], name, **bounds)
+            for name, actual in produced.items()}
 
 
 def clone_inputs(inputs: dict) -> dict:
