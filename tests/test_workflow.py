@@ -20,7 +20,8 @@ from ptogym import probe
 from ptogym.interp import trace
 from ptogym.verify.cases import Case
 from ptogym.verify.runner import open_backend, run_case
-from ptogym.workflow.bisect import match_probes, run_bisect
+from ptogym import ops
+from ptogym.workflow.bisect import match_probes, report, run_bisect, verdict_line
 from ptogym.workflow.inventory import check_inventory, read_inventory
 from ptogym.workflow.package import WorkflowError, resolve
 from ptogym.workflow.probe import recording_probes
@@ -256,17 +257,94 @@ def test_bisect_errors(tmp_path):
     _edit(package_dir / "kernel.py", "pypto.mul(module1_out, 2.0)", "pypto.mul(renamed, 2.0)")
     _edit(package_dir / "kernel.py", "module2_out", "other")
     _edit(package_dir / "kernel.py", "module3_out", "last")
+    result = run_bisect(str(package_dir))  # the output still matches, but no probe can be checked
+    assert result.exit_code == 2
+    assert {p.name: p.status for p in result.probes} == {
+        "y": "PASS", "module1_out": "NOT_LOCATED", "module2_out": "NOT_LOCATED", "module3_out": "NOT_LOCATED"}
+    assert verdict_line(result).startswith("[BISECT_ERROR] wf_bisect_err: golden probe(s) not matched to a kernel "
+                                           "value: module1_out (NOT_LOCATED: no kernel value named after it")
+
+
+@pytest.mark.parametrize("op", ops.OP_NAMES)
+def test_bisect_is_clean_on_every_shipped_operator(op):
+    """Every output compared as the kernel wrote it and located by the op assembled into it
+    (rms_norm's y is the value after gamma, not the earlier y before it)."""
+    result = run_bisect(op)
+    assert result.exit_code == 0, report(result)
+    assert {p.kind for p in result.probes} == {"output"} and all(p.status == "PASS" for p in result.probes)
+    assert all(p.records for p in result.probes), "every output is located by the writes into it"
+    assert verdict_line(result).startswith(f"[BISECT_CLEAN] {op}: every value compared matches")
+
+
+def _line_of(path: Path, fragment: str) -> int:
+    return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if fragment in text)
+
+
+def test_bisect_a_wrong_final_output_is_never_clean(tmp_path):
+    """y = 4x + 1 against the golden's 4x: no intermediate diverges, the output does."""
+    package_dir = _new(tmp_path, "wf_final", modules=2)  # (edited before its first import: modules stay imported)
+    kernel = package_dir / "kernel.py"
+    _edit(kernel, "pypto.cast(module2_out, out_dt)", "pypto.cast(pypto.add(module2_out, 1.0), out_dt)")
     result = run_bisect(str(package_dir))
-    assert result.exit_code == 2 and {p.status for p in result.probes} == {"NOT_LOCATED"}
+    line = _line_of(kernel, "pypto.add(module2_out, 1.0)")
+    assert result.exit_code == 1 and result.first_mismatch.name == "y" and result.first_mismatch.kind == "output"
+    # level0 is fp32: the cast to fp32 is no op, the value assembled into y is the add's
+    assert verdict_line(result) == f"[BISECT_FOUND] wf_final: first divergence y at kernel.py:{line} (pypto.add)"
+    assert {p.name: p.status for p in result.probes if p.kind == "probe"} == {"module1_out": "PASS",
+                                                                             "module2_out": "PASS"}
+    _edit(package_dir / "golden.py", 'h = probe("module1_out", h * 2.0)', "h = h * 2.0")  # a golden without probes
+    _edit(package_dir / "golden.py", 'h = probe("module2_out", h * 2.0)', "h = h * 2.0")
+    code, lines = _cli("bisect", str(package_dir))
+    assert code == 1 and lines[-1] == f"[BISECT_FOUND] wf_final: first divergence y at kernel.py:{line} (pypto.add)"
+
+
+def test_bisect_takes_the_last_value_of_a_rebound_name(tmp_path):
+    """A probe matches the value its name holds when the dataflow reads it on, not an
+    earlier value of the same name: wrong after a rebinding is found, wrong before it
+    and corrected is clean; two unrelated values of one name are an error, not a guess."""
+    first = "module1_out = pypto.mul(x_fp32, 2.0)  # golden: scale1"
+    indent = " " * 12
+
+    def bisect_with(name: str, replacement: str):
+        package_dir = _new(tmp_path, name, modules=2)  # a fresh package per edit: modules stay imported
+        _edit(package_dir / "kernel.py", first, replacement)
+        return package_dir / "kernel.py", run_bisect(str(package_dir))
+
+    kernel, result = bisect_with("wf_rebind_wrong", first + f"\n{indent}module1_out = pypto.add(module1_out, 0.5)")
+    line = _line_of(kernel, "pypto.add(module1_out, 0.5)")
+    assert verdict_line(result) == f"[BISECT_FOUND] wf_rebind_wrong: first divergence module1_out at " \
+                                   f"kernel.py:{line} (pypto.add)"
+    kernel, result = bisect_with("wf_rebind_fixed", "module1_out = pypto.mul(x_fp32, 4.0)  # golden: scale1\n"
+                                                    f"{indent}module1_out = pypto.mul(module1_out, 0.5)")
+    assert result.exit_code == 0 and result.probes[1].where == f"kernel.py:{_line_of(kernel, 'module1_out, 0.5')}"
+    kernel, result = bisect_with("wf_rebind_two", f"module1_out = pypto.mul(x_fp32, 3.0)\n{indent}"
+                                                  f"spare = pypto.add(module1_out, 0.0)\n{indent}{first}")
+    assert result.exit_code == 2 and result.probes[1].status == "AMBIGUOUS"  # both values are read on
+    assert "module1_out (AMBIGUOUS: each of kernel.py:" in verdict_line(result)
+    kernel, result = bisect_with("wf_rebind_dead", f"module1_out = pypto.mul(x_fp32, 3.0)\n{indent}{first}")
+    assert result.exit_code == 0  # a value nothing reads is not the one the dataflow carries on
 
 
 def test_bisect_locates_the_registered_operators_outputs():
-    """inplace_add_rms_norm's golden has no probes, but its outputs y, x_add, rstd are
-    names of kernel ops: their tiles, from several loops of different block sizes,
-    stack back to the full tensors."""
+    """inplace_add_rms_norm's golden has no probes; its outputs y, x_add, rstd are located
+    by the tiles assembled into them, from several loops of different block sizes."""
     result = run_bisect("inplace_add_rms_norm", "level0")
-    assert {p.name: p.status for p in result.probes} == {"y": "PASS", "x_add": "PASS", "rstd": "PASS"}
+    assert {p.name: (p.kind, p.status) for p in result.probes} == {
+        "y": ("output", "PASS"), "x_add": ("output", "PASS"), "rstd": ("output", "PASS")}
     assert result.exit_code == 0
+
+
+def test_bisect_under_lenient_mode_is_no_plain_clean(tmp_path, monkeypatch):
+    from ptogym.interp import checks
+
+    package_dir = _new(tmp_path, "wf_bisect_lenient", modules=None)
+    _edit(package_dir / "kernel.py", ", valid_shape=[valid_rows, hidden])", ")")  # reads past x on the tail
+    with pytest.raises(WorkflowError, match="C-VIEW-01"):
+        run_bisect(str(package_dir), "level1")
+    monkeypatch.setattr(checks, "_lenient", True)  # what PTOGYM_LENIENT=1 sets at import
+    result = run_bisect(str(package_dir), "level1")
+    assert result.exit_code == 3 and result.leniency.downgraded >= 1
+    assert verdict_line(result).startswith("[BISECT_CLEAN_LENIENT] wf_bisect_lenient: every value compared matches")
 
 
 def _records(*specs):
@@ -298,7 +376,8 @@ def test_worked_example_of_docs_workflow(level):
     assert run_case(package.spec, package.case(level), open_backend("interp")).status == "PASS"
     result = run_bisect(str(EXAMPLE), level)
     assert {p.name: p.status for p in result.probes} == {
-        "x_sum": "PASS", "mean_square": "PASS", "rstd": "PASS", "normed": "PASS", "y": "PASS", "x_add": "NOT_LOCATED"}
+        "x_sum": "PASS", "mean_square": "PASS", "rstd": "PASS", "normed": "PASS", "y": "PASS", "x_add": "PASS"}
+    assert result.exit_code == 0
 
 
 # ------------------------------------------------------------------ probes and the trace

@@ -376,6 +376,8 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
     ScatteredRows.settle_all_on(dst.data)
     dst.data[region].copy_(data)
     _note_write(dst, region, op)
+    if trace.recorder is not None:  # ptogym bisect follows values into memory
+        trace.note_write(src, dst, op)
 
 
 def _note_write(dst: Tensor, region, op: str) -> None:
@@ -450,6 +452,8 @@ class ScatteredRows(Tensor):
         base.view(-1, self._rows.shape[-1])[self._index] = self._rows
         self._index, self._rows = self._index[:0], self._rows[:0]
         _note_write(dst, tuple(slice(0, n) for n in base.shape), "move")
+        if trace.recorder is not None:  # ptogym bisect follows values into memory
+            trace.note_write(self, dst, "move")
         return True
 
 

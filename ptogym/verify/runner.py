@@ -174,7 +174,7 @@ def run_case(spec, case: Case, backend) -> CaseResult:
         inputs = _timed_stage(result, "make_inputs", lambda: make_case_inputs(spec, case, backend.device))
         expected = _timed_stage(result, "golden",
                                 lambda: spec.golden({k: v.clone() for k, v in inputs.items()}, case.attrs))
-        result.tolerances = _timed_stage(result, "tolerances", lambda: _output_tolerances(case, expected))
+        result.tolerances = _timed_stage(result, "tolerances", lambda: output_tolerances(case, expected))
         actual, result.launch = _timed_stage(
             result, "run", lambda: _checked_run_return(spec.run(inputs, case.attrs, backend)))
         if not result.launch.outputs_valid:
@@ -185,14 +185,14 @@ def run_case(spec, case: Case, backend) -> CaseResult:
             result.reason = f"run returned outputs {sorted(actual)}, the golden {sorted(expected)}"
             return result
         result.outputs = _timed_stage(result, "compare",
-                                      lambda: _compare_outputs(actual, expected, result.tolerances))
+                                      lambda: compare_outputs(actual, expected, result.tolerances))
     except _StageFailed:
         return result
     result.status = PASS if all(r.all_close for r in result.outputs.values()) else FAIL
     return result
 
 
-def _output_tolerances(case: Case, expected: dict) -> dict[str, Tolerance]:
+def output_tolerances(case: Case, expected: dict) -> dict[str, Tolerance]:
     """Each output's tolerance.  Raises ValueError for an output without one, and for an
     entry naming an output the golden does not produce (the case file's check when the
     operator does not declare ``output_names``)."""
@@ -206,7 +206,7 @@ def _output_tolerances(case: Case, expected: dict) -> dict[str, Tolerance]:
         raise ValueError(error.args[0]) from None
 
 
-def _compare_outputs(actual: dict, expected: dict, tolerances: dict[str, Tolerance]) -> dict[str, Result]:
+def compare_outputs(actual: dict, expected: dict, tolerances: dict[str, Tolerance]) -> dict[str, Result]:
     from .compare import detailed_tensor_compare
 
     return {name: detailed_tensor_compare(actual[name], expected[name], name, **tolerances[name].bounds())

@@ -3,18 +3,28 @@
 The automatic form of the seed's on-board bisection with checkpoint tensors:
 
 1. the golden runs with ``ptogym.probe("name", tensor)`` recording its intermediates;
-2. the kernel runs on the interpreter with ``ptogym.interp.trace`` recording every
-   op result (op, file:line, semantic label, data);
-3. each probe is matched to kernel ops by *name* (the variable the kernel assigns
-   the op's result to, else a ``pypto.set_semantic_label`` of that name), then by
-   *shape*: the op's tiles, in execution *order*, are stacked along the first axis
-   (the row-block loops kernels use) and must hold exactly the probe's elements;
-4. every located probe is compared with ``detailed_tensor_compare``; the mismatch
-   whose first op ran earliest is the answer, reported with its file:line, the
-   compare report and the inputs that reach that line (probe verdicts).
+2. the kernel runs on the interpreter with ``ptogym.interp.trace`` recording its
+   dataflow: every op result (op, file:line, semantic label, operand records, data)
+   and every tile written into memory (which op result went to which storage);
+3. every **output** is compared as the kernel left it (``OpSpec.run``'s outputs
+   against the golden's with the case's tolerances; a staged file's boundary tensors
+   against the golden's), and located by the writes into its memory: the op whose
+   result was assembled into it;
+4. every **probe** (a golden intermediate) is matched to a kernel value by its
+   position in the dataflow: the kernel op assigned to a variable of the probe's
+   name (else under a ``pypto.set_semantic_label`` of that name), taking the last
+   value of a rebinding chain (``y = mul(x, rstd); y = mul(y, gamma)`` is the second
+   ``y``) and, of the rest, the values some op or write reads, whose tiles, in execution order, stack along the first axis to exactly the
+   probe's elements.  A probe with no such value (NOT_LOCATED), whose tiles do not
+   stack (UNPLACED) or that more than one line could be (AMBIGUOUS) is not guessed;
+5. the mismatch whose first op ran earliest is the answer, reported with its
+   file:line, the compare report and the inputs that reach that line.
 
-Verdict: ``[BISECT_FOUND]`` exit 1 (a divergence), ``[BISECT_CLEAN]`` exit 0 (every
-located probe matches), ``[BISECT_ERROR]`` exit 2 (cannot run, or no probe located).
+Verdict: ``[BISECT_FOUND]`` exit 1 (a value diverges: a wrong or unlocated final
+output is never clean), ``[BISECT_ERROR]`` exit 2 (cannot run, or a probe cannot be
+matched), ``[BISECT_CLEAN]`` exit 0 (every output and every probe compared, all
+match), ``[BISECT_CLEAN_LENIENT]`` exit 3 (the same, with constraint checks
+downgraded by lenient mode).
 """
 from __future__ import annotations
 
@@ -26,21 +36,27 @@ from pathlib import Path
 
 import torch
 
+from ptogym.cli import EXIT_LENIENT, lenient_exit
 from ptogym.interp import trace
+from ptogym.interp.checks import Leniency, watching_leniency
 from ptogym.verify.compare import detailed_tensor_compare
-from ptogym.verify.runner import open_backend
+from ptogym.verify.runner import compare_outputs, open_backend, output_tolerances
 
-from .package import WorkflowError, clone_inputs, resolve, setting_up
+from .package import WorkflowError, clone_inputs, compare_boundaries, leaves, resolve, setting_up
 
-MARKERS = {0: "[BISECT_CLEAN]", 1: "[BISECT_FOUND]", 2: "[BISECT_ERROR]"}
+MARKERS = {0: "[BISECT_CLEAN]", 1: "[BISECT_FOUND]", 2: "[BISECT_ERROR]", EXIT_LENIENT: "[BISECT_CLEAN_LENIENT]"}
+PASS, FAIL, NOT_LOCATED, UNPLACED, AMBIGUOUS = "PASS", "FAIL", "NOT_LOCATED", "UNPLACED", "AMBIGUOUS"
+UNMATCHED = (NOT_LOCATED, UNPLACED, AMBIGUOUS)
+OUTPUT, PROBE = "output", "probe"
 
 
 @dataclass
 class ProbeMatch:
     name: str
     shape: tuple
-    status: str = "NOT_LOCATED"  # PASS, FAIL, NOT_LOCATED, UNPLACED
-    records: list = field(default_factory=list)
+    kind: str = PROBE  # OUTPUT: compared as the kernel wrote it; PROBE: an intermediate found in the trace
+    status: str = NOT_LOCATED
+    records: list = field(default_factory=list)  # the OpRecords (or WriteRecords) that made the value
     result: object = None  # CompareResult
     note: str = ""
 
@@ -50,7 +66,7 @@ class ProbeMatch:
 
     @property
     def where(self) -> str:
-        """file name:line of the op that produced the probe's value."""
+        """file name:line of the op that produced the value."""
         return f"{Path(self.records[-1].file).name}:{self.records[-1].line}" if self.records else "-"
 
 
@@ -59,19 +75,26 @@ class BisectResult:
     op: str
     case: str
     target: str  # what ran: kernel.py or a staged file
-    probes: list[ProbeMatch]
+    probes: list[ProbeMatch]  # the outputs first, then the golden's intermediates
     op_count: int
+    leniency: Leniency | None = None
 
     @property
     def first_mismatch(self) -> ProbeMatch | None:
-        failing = [p for p in self.probes if p.status == "FAIL"]
+        failing = [p for p in self.probes if p.status == FAIL]
         return min(failing, key=lambda p: p.first_index) if failing else None
+
+    @property
+    def unmatched(self) -> list[ProbeMatch]:
+        return [p for p in self.probes if p.status in UNMATCHED]
 
     @property
     def exit_code(self) -> int:
         if self.first_mismatch is not None:
             return 1
-        return 0 if any(p.status == "PASS" for p in self.probes) else 2
+        if self.unmatched or not self.probes:
+            return 2
+        return lenient_exit(0, self.leniency)
 
 
 # ------------------------------------------------------------------ naming kernel ops
@@ -126,27 +149,81 @@ def _place(tiles: list, shape: tuple):
     return torch.cat([d.reshape(d.shape[0], -1) if d.dim() else d.reshape(1, 1) for d in datas]).reshape(shape)
 
 
+def _superseded(named) -> set:
+    """Indices of named records a later record of the same name reads, directly or
+    through the unnamed ops of its statement (``y = mul(add(y, 1), 2)``): the earlier
+    links of a rebinding chain, whose value the variable no longer holds."""
+    superseded, statement_inputs, site = set(), set(), None
+    for name, record in named:
+        if (record.file, record.line) != site:  # a new statement
+            statement_inputs, site = set(), (record.file, record.line)
+        statement_inputs.update(record.inputs)
+        if name is not None:
+            superseded.update(i for i in statement_inputs if named[i][0] == name)
+    return superseded
+
+
+def _locate_probe(match: ProbeMatch, expected, records, named, superseded, consumed, case) -> None:
+    """Match one golden intermediate to its kernel value (see the module docstring)."""
+    candidates = [record for name, record in named if name == match.name and record.index not in superseded]
+    read = [record for record in candidates if record.index in consumed]
+    candidates = read or candidates  # a value nothing reads is not the one the dataflow carries on
+    if not candidates:
+        candidates = _labelled(records, match.name)
+    if not candidates:
+        match.note = "no kernel value named after it (assign it to a variable of that name or set_semantic_label)"
+        return
+    by_line: dict = {}
+    for record in candidates:
+        by_line.setdefault((record.file, record.line), []).append(record)
+    value = _place(candidates, match.shape)  # one line, or lines that share the rows (main loop and tail)
+    if value is None:
+        fitting = [(tiles, placed) for tiles in by_line.values() for placed in [_place(tiles, match.shape)]
+                   if placed is not None]
+        if len(fitting) != 1:
+            match.status, match.records = (AMBIGUOUS if fitting else UNPLACED), candidates
+            lines = ", ".join(f"{Path(file).name}:{line}" for file, line in by_line)
+            shapes = sorted({tuple(t.data.shape) for t in candidates})
+            match.note = (f"each of {lines} could be it; give the probed value its own name" if fitting else
+                          f"{len(candidates)} tile(s) of shapes {shapes} do not stack to {list(match.shape)}")
+            return
+        candidates, value = fitting[0]
+    match.records = candidates
+    match.result = detailed_tensor_compare(value, expected, match.name, **case.boundary_tolerance().bounds())
+    match.status = PASS if match.result.all_close else FAIL
+
+
 def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
+    """Each golden intermediate of ``probes`` matched to its kernel value in ``records``."""
     named = name_records(records)
+    superseded = _superseded(named)
+    consumed = {i for record in records for i in record.inputs}
+    consumed.update(w.source for w in getattr(records, "writes", ()))
     matches = []
     for name, expected in probes.items():
         match = ProbeMatch(name, tuple(expected.shape))
-        by_line: dict = {}
-        for op_name, record in named:
-            if op_name == name:
-                by_line.setdefault((record.file, record.line), []).append(record)
-        groups = list(by_line.values()) or ([_labelled(records, name)] if _labelled(records, name) else [])
-        for tiles in groups:
-            placed = _place(tiles, match.shape)
-            match.records = tiles
-            if placed is not None:
-                match.result = detailed_tensor_compare(placed, expected, name,
-                                                       **case.boundary_tolerance().bounds())
-                match.status = "PASS" if match.result.all_close else "FAIL"
-                break
-            shapes = sorted({tuple(t.data.shape) for t in tiles})
-            match.status = "UNPLACED"
-            match.note = f"{len(tiles)} tile(s) of shapes {shapes} do not stack to {list(match.shape)}"
+        _locate_probe(match, expected, records, named, superseded, consumed, case)
+        matches.append(match)
+    return matches
+
+
+def _writers(output, records) -> list:
+    """The sites that wrote into ``output``'s memory, in execution order: the op whose
+    result was written, or the write itself when the tile was no op result."""
+    if not isinstance(output, torch.Tensor):
+        return []
+    storage = output.untyped_storage().data_ptr()
+    return [records[w.source] if w.source is not None else w for w in records.writes if w.storage == storage]
+
+
+def judge_outputs(results: dict, produced: dict, records) -> list[ProbeMatch]:
+    """One ProbeMatch per compared output, located by the writes into its memory."""
+    matches = []
+    for name, result in results.items():
+        match = ProbeMatch(name, tuple(getattr(result, "expected_shape", ())), OUTPUT,
+                           PASS if result.all_close else FAIL, _writers(produced[name], records), result)
+        if not match.records:
+            match.note = "no traced op wrote into it"
         matches.append(match)
     return matches
 
@@ -160,7 +237,7 @@ def run_bisect(op: str, level: str | None = None, module: int | None = None) -> 
         backend = open_backend("interp")  # only the interpreter records op results
         staged = {s.module: s for s in package.staged_files()}
         inputs = package.inputs(case)
-        candidates = package.golden_boundaries(inputs, case)
+        probes, outputs = package.golden_probes_and_outputs(inputs, case)
     if module is not None and module not in staged:
         raise WorkflowError(f"--module {module}: the staged files are modules {sorted(staged) or 'none'}")
     if module is None:
@@ -168,11 +245,40 @@ def run_bisect(op: str, level: str | None = None, module: int | None = None) -> 
     else:
         target, run = staged[module].path.name, package.staged_wrapper(staged[module])
     try:
-        with trace.recording() as records:
-            run(clone_inputs(inputs), case.attrs, backend)
+        with watching_leniency() as leniency, trace.recording() as records:
+            produced = run(clone_inputs(inputs), case.attrs, backend)
     except Exception as error:  # a constraint violation or a crash: nothing to bisect
         raise WorkflowError(f"{target} raised {type(error).__name__}: {error}") from error
-    return BisectResult(package.name, case.id, target, match_probes(candidates, records, case), len(records))
+    with setting_up():
+        if module is None:
+            produced, results = _kernel_outputs(produced, outputs, case)
+        else:
+            if not isinstance(produced, dict):
+                raise WorkflowError(f"{target}: the wrapper returned {type(produced).__name__}, not a dict "
+                                    "{boundary name: tensor}")
+            produced = leaves(produced)
+            results = compare_boundaries(produced, {**probes, **leaves(outputs)}, case)
+    scope = _probes_in_scope(probes, list(leaves(outputs)), list(results))
+    matches = judge_outputs(results, produced, records) + match_probes(scope, records, case)
+    return BisectResult(package.name, case.id, target, matches, len(records), leniency)
+
+
+def _kernel_outputs(produced, expected: dict, case) -> tuple[dict, dict]:
+    """``OpSpec.run``'s outputs and their comparisons with the golden's, each held to
+    its own tolerance (the runner's comparison)."""
+    outputs = produced[0] if isinstance(produced, tuple) and produced else produced
+    if not isinstance(outputs, dict) or set(outputs) != set(expected):
+        names = sorted(outputs) if isinstance(outputs, dict) else type(outputs).__name__
+        raise WorkflowError(f"run returned outputs {names}, the golden {sorted(expected)}")
+    return outputs, compare_outputs(outputs, expected, output_tolerances(case, expected))
+
+
+def _probes_in_scope(probes: dict, output_names: list, compared: list) -> dict:
+    """The golden intermediates the target computes: all for kernel.py; for a staged
+    file, those the golden makes before the last boundary tensor the file returns."""
+    order = [*probes, *output_names]
+    last = max(order.index(name) for name in compared)
+    return {name: tensor for name, tensor in probes.items() if order.index(name) < last and name not in compared}
 
 
 def _reaching_inputs(result: BisectResult, culprit: ProbeMatch) -> list[str]:
@@ -186,9 +292,8 @@ def _reaching_inputs(result: BisectResult, culprit: ProbeMatch) -> list[str]:
         if name == "pypto":
             continue
         probe = by_name.get(name)
-        if probe is not None and probe.status in ("PASS", "FAIL"):
-            digest = probe.result.brief()
-            lines.append(f"{name}: probe {probe.status} at {probe.where}  {digest}")
+        if probe is not None and probe.status in (PASS, FAIL):
+            lines.append(f"{name}: {probe.kind} {probe.status} at {probe.where}  {probe.result.brief()}")
         else:
             lines.append(f"{name}: not a located probe (kernel input, constant or unprobed intermediate)")
     return lines
@@ -200,33 +305,55 @@ def _shown(file: str) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else file
 
 
+def _source_line(file: str, line: int) -> str:
+    try:
+        return Path(file).read_text(encoding="utf-8").splitlines()[line - 1].strip()
+    except (OSError, IndexError, ValueError):
+        return "(source not available)"
+
+
 def report(result: BisectResult) -> str:
+    outputs = sum(p.kind == OUTPUT for p in result.probes)
     lines = [f"{result.op} [{result.case}] {result.target}: {result.op_count} op result(s) recorded, "
-             f"{len(result.probes)} golden probe(s)"]
+             f"{outputs} output(s), {len(result.probes) - outputs} golden probe(s)"]
     width = max((len(p.where) for p in result.probes), default=1)
     for probe in result.probes:
-        detail = probe.result.brief() if probe.result is not None else probe.note or "no kernel op named after it"
-        lines.append(f"  {probe.name:<16} {probe.status:<11} {probe.where:<{width}} {detail}")
+        detail = probe.result.brief() if probe.result is not None else probe.note
+        if probe.kind == OUTPUT and probe.note:
+            detail += f" ({probe.note})"
+        lines.append(f"  {probe.name:<16} {probe.status:<11} {probe.kind:<6} {probe.where:<{width}} {detail}")
     culprit = result.first_mismatch
     if culprit is not None:
-        record = culprit.records[-1]
-        source = Path(record.file).read_text(encoding="utf-8").splitlines()[record.line - 1].strip()
-        lines += ["", f"first divergence: {culprit.name} = pypto.{record.op}(...) at "
-                      f"{_shown(record.file)}:{record.line}",
-                  f"  {record.line}: {source}", culprit.result.report(), "inputs reaching it:"]
-        lines += [f"  {line}" for line in _reaching_inputs(result, culprit)]
+        lines.append("")
+        if culprit.records:
+            record = culprit.records[-1]
+            lines += [f"first divergence: {culprit.name} = pypto.{record.op}(...) at {_shown(record.file)}:"
+                      f"{record.line}", f"  {record.line}: {_source_line(record.file, record.line)}"]
+        else:
+            lines.append(f"first divergence: {culprit.name}, a kernel output no traced op wrote")
+        lines.append(culprit.result.report())
+        if culprit.records:
+            lines.append("inputs reaching it:")
+            lines += [f"  {line}" for line in _reaching_inputs(result, culprit)]
     return "\n".join(lines)
 
 
 def verdict_line(result: BisectResult) -> str:
+    code = result.exit_code
     culprit = result.first_mismatch
     if culprit is not None:
-        record = culprit.records[-1]
-        return f"{MARKERS[1]} {result.op}: first divergence {culprit.name} at {culprit.where} (pypto.{record.op})"
-    located = sum(p.status == "PASS" for p in result.probes)
-    if located:
-        return f"{MARKERS[0]} {result.op}: {located}/{len(result.probes)} probe(s) located, all match"
-    return f"{MARKERS[2]} {result.op}: no golden probe matched a kernel op (name variables after the probes)"
+        site = (f"at {culprit.where} (pypto.{culprit.records[-1].op})" if culprit.records
+                else "(a kernel output no traced op wrote)")
+        return f"{MARKERS[1]} {result.op}: first divergence {culprit.name} {site}"
+    if not result.probes:
+        return f"{MARKERS[2]} {result.op}: nothing to compare"
+    if result.unmatched:
+        named = ", ".join(f"{p.name} ({p.status}: {p.note})" for p in result.unmatched)
+        return f"{MARKERS[2]} {result.op}: golden probe(s) not matched to a kernel value: {named}"
+    outputs = sum(p.kind == OUTPUT for p in result.probes)
+    line = (f"{MARKERS[code]} {result.op}: every value compared matches: {outputs} output(s), "
+            f"{len(result.probes) - outputs} probe(s)")
+    return line + (f"; {result.leniency.describe()}" if code == EXIT_LENIENT else "")
 
 
 def command(args: argparse.Namespace) -> int:

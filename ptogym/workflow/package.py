@@ -109,18 +109,23 @@ class OpPackage:
             raise WorkflowError(f"level: {error}") from error
 
     def golden_boundaries(self, inputs: dict, case: Case) -> dict:
-        """The golden's boundary tensors: its probes in call order, then its output leaves
-        (one golden run on copies of ``inputs``).  WorkflowError if the golden raises or a
-        probe has an output's name."""
+        """The golden's boundary tensors: its probes in call order, then its output leaves."""
+        probes, outputs = self.golden_probes_and_outputs(inputs, case)
+        return {**probes, **leaves(outputs)}
+
+    def golden_probes_and_outputs(self, inputs: dict, case: Case) -> tuple[dict, dict]:
+        """(probes in call order, outputs as the golden returns them) of one golden run on
+        copies of ``inputs``.  WorkflowError if the golden raises or a probe has the name
+        of an output leaf."""
         try:
             with recording_probes() as probes:
-                outputs = leaves(self.spec.golden(clone_inputs(inputs), case.attrs))
+                outputs = self.spec.golden(clone_inputs(inputs), case.attrs)
         except Exception as error:  # the user's golden: report it, do not crash
             raise WorkflowError(f"golden raised {type(error).__name__}: {error}") from error
-        clashes = sorted(set(probes) & set(outputs))
+        clashes = sorted(set(probes) & set(leaves(outputs)))
         if clashes:
             raise WorkflowError(f"probe name(s) {', '.join(clashes)} are also golden outputs; rename the probes")
-        return {**probes, **outputs}
+        return dict(probes), outputs
 
     def inputs(self, case: Case) -> dict:
         return make_case_inputs(self.spec, case)
