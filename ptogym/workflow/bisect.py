@@ -258,7 +258,7 @@ def run_bisect(op: str, level: str | None = None, module: int | None = None) -> 
                                     "{boundary name: tensor}")
             produced = leaves(produced)
             results = compare_boundaries(produced, {**probes, **leaves(outputs)}, case)
-    scope = _probes_in_scope(probes, list(leaves(outputs)), list(results))
+    scope = probes if module is None else _probes_in_scope(probes, list(leaves(outputs)), list(results))
     matches = judge_outputs(results, produced, records) + match_probes(scope, records, case)
     return BisectResult(package.name, case.id, target, matches, len(records), leniency)
 
@@ -274,8 +274,8 @@ def _kernel_outputs(produced, expected: dict, case) -> tuple[dict, dict]:
 
 
 def _probes_in_scope(probes: dict, output_names: list, compared: list) -> dict:
-    """The golden intermediates the target computes: all for kernel.py; for a staged
-    file, those the golden makes before the last boundary tensor the file returns."""
+    """The golden intermediates a staged file computes: those the golden makes before
+    the last boundary tensor the file returns (later ones belong to later modules)."""
     order = [*probes, *output_names]
     last = max(order.index(name) for name in compared)
     return {name: tensor for name, tensor in probes.items() if order.index(name) < last and name not in compared}

@@ -217,6 +217,8 @@ def _reuse(previous: ModuleEntry | None, basis: dict, start: int) -> tuple[Modul
         why = "no entry in the previous log"
     elif previous.verdict not in PASSED:
         why = f"it was {previous.verdict} in the previous log"
+    elif not previous.sources:
+        why = "the previous entry records no content hashes (an older log)"
     else:
         changed = sorted(name for name in {*basis["sources"], *previous.sources}
                          if basis["sources"].get(name) != previous.sources.get(name))
