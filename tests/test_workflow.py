@@ -261,7 +261,7 @@ def test_bisect_errors(tmp_path):
     assert result.exit_code == 2
     assert {p.name: p.status for p in result.probes} == {
         "y": "PASS", "module1_out": "NOT_LOCATED", "module2_out": "NOT_LOCATED", "module3_out": "NOT_LOCATED"}
-    assert verdict_line(result).startswith("[BISECT_ERROR] wf_bisect_err: golden probe(s) not matched to a kernel "
+    assert verdict_line(result).startswith("[BISECT_ERROR] wf_bisect_err: golden value(s) not matched to a kernel "
                                            "value: module1_out (NOT_LOCATED: no kernel value named after it")
 
 
@@ -298,6 +298,16 @@ def test_bisect_a_wrong_final_output_is_never_clean(tmp_path):
     assert code == 1 and lines[-1] == f"[BISECT_FOUND] wf_final: first divergence y at kernel.py:{line} (pypto.add)"
 
 
+def test_bisect_an_output_the_kernel_did_not_write_is_not_clean(tmp_path):
+    """An output right by value but made outside the kernel (here: the host returns the
+    golden's) is not located, so it cannot be clean."""
+    package_dir = _new(tmp_path, "wf_host", modules=None)
+    _edit(package_dir / "op.py", 'return {"y": y}, report', 'return {"y": ' + "wf_host_golden(inputs['x'])}, report")
+    result = run_bisect(str(package_dir))
+    assert result.exit_code == 2 and result.probes[0].status == "NOT_LOCATED"
+    assert "y (NOT_LOCATED: no traced kernel op wrote into it)" in verdict_line(result)
+
+
 def test_bisect_takes_the_last_value_of_a_rebound_name(tmp_path):
     """A probe matches the value its name holds when the dataflow reads it on, not an
     earlier value of the same name: wrong after a rebinding is found, wrong before it
@@ -314,6 +324,10 @@ def test_bisect_takes_the_last_value_of_a_rebound_name(tmp_path):
     line = _line_of(kernel, "pypto.add(module1_out, 0.5)")
     assert verdict_line(result) == f"[BISECT_FOUND] wf_rebind_wrong: first divergence module1_out at " \
                                    f"kernel.py:{line} (pypto.add)"
+    kernel, result = bisect_with("wf_rebind_via", first + f"\n{indent}spare = pypto.add(module1_out, 0.5)\n"
+                                                         f"{indent}module1_out = pypto.mul(spare, 1.0)")
+    assert result.first_mismatch.name == "module1_out"  # rebound through another name: still the chain's end
+    assert result.first_mismatch.where == f"kernel.py:{_line_of(kernel, 'pypto.mul(spare, 1.0)')}"
     kernel, result = bisect_with("wf_rebind_fixed", "module1_out = pypto.mul(x_fp32, 4.0)  # golden: scale1\n"
                                                     f"{indent}module1_out = pypto.mul(module1_out, 0.5)")
     assert result.exit_code == 0 and result.probes[1].where == f"kernel.py:{_line_of(kernel, 'module1_out, 0.5')}"

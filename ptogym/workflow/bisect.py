@@ -9,7 +9,8 @@ The automatic form of the seed's on-board bisection with checkpoint tensors:
 3. every **output** is compared as the kernel left it (``OpSpec.run``'s outputs
    against the golden's with the case's tolerances; a staged file's boundary tensors
    against the golden's), and located by the writes into its memory: the op whose
-   result was assembled into it;
+   result was assembled into it (an output no kernel op wrote is NOT_LOCATED, even
+   when it matches);
 4. every **probe** (a golden intermediate) is matched to a kernel value by its
    position in the dataflow: the kernel op assigned to a variable of the probe's
    name (else under a ``pypto.set_semantic_label`` of that name), taking the last
@@ -21,8 +22,8 @@ The automatic form of the seed's on-board bisection with checkpoint tensors:
    file:line, the compare report and the inputs that reach that line.
 
 Verdict: ``[BISECT_FOUND]`` exit 1 (a value diverges: a wrong or unlocated final
-output is never clean), ``[BISECT_ERROR]`` exit 2 (cannot run, or a probe cannot be
-matched), ``[BISECT_CLEAN]`` exit 0 (every output and every probe compared, all
+output is never clean), ``[BISECT_ERROR]`` exit 2 (cannot run, or a probe or an
+output cannot be matched to kernel ops), ``[BISECT_CLEAN]`` exit 0 (every output and every probe compared, all
 match), ``[BISECT_CLEAN_LENIENT]`` exit 3 (the same, with constraint checks
 downgraded by lenient mode).
 """
@@ -149,17 +150,21 @@ def _place(tiles: list, shape: tuple):
     return torch.cat([d.reshape(d.shape[0], -1) if d.dim() else d.reshape(1, 1) for d in datas]).reshape(shape)
 
 
-def _superseded(named) -> set:
-    """Indices of named records a later record of the same name reads, directly or
-    through the unnamed ops of its statement (``y = mul(add(y, 1), 2)``): the earlier
-    links of a rebinding chain, whose value the variable no longer holds."""
-    superseded, statement_inputs, site = set(), set(), None
+def _superseded(named, names: set) -> set:
+    """Indices of records named after one of ``names`` whose value flows into a later
+    record of the same name (``y = mul(x, rstd); y = mul(y, gamma)``, also through
+    other ops: ``t = add(y, 1); y = mul(t, 2)``): the earlier links of a chain the
+    name is rebound along."""
+    reaching, superseded, nothing = [], set(), frozenset()  # reaching[i]: named records whose value reaches i
     for name, record in named:
-        if (record.file, record.line) != site:  # a new statement
-            statement_inputs, site = set(), (record.file, record.line)
-        statement_inputs.update(record.inputs)
-        if name is not None:
-            superseded.update(i for i in statement_inputs if named[i][0] == name)
+        live = nothing
+        for j in record.inputs:
+            live = live | reaching[j] if reaching[j] else live
+        if name in names:
+            rebound = {j for j in live if named[j][0] == name}
+            superseded |= rebound
+            live = (live - rebound) | {record.index}
+        reaching.append(live)
     return superseded
 
 
@@ -196,7 +201,7 @@ def _locate_probe(match: ProbeMatch, expected, records, named, superseded, consu
 def match_probes(probes: dict, records: list, case) -> list[ProbeMatch]:
     """Each golden intermediate of ``probes`` matched to its kernel value in ``records``."""
     named = name_records(records)
-    superseded = _superseded(named)
+    superseded = _superseded(named, set(probes))
     consumed = {i for record in records for i in record.inputs}
     consumed.update(w.source for w in getattr(records, "writes", ()))
     matches = []
@@ -222,8 +227,9 @@ def judge_outputs(results: dict, produced: dict, records) -> list[ProbeMatch]:
     for name, result in results.items():
         match = ProbeMatch(name, tuple(getattr(result, "expected_shape", ())), OUTPUT,
                            PASS if result.all_close else FAIL, _writers(produced[name], records), result)
-        if not match.records:
-            match.note = "no traced op wrote into it"
+        if not match.records:  # right or not, it does not come from the kernel
+            match.note = "no traced kernel op wrote into it"
+            match.status = match.status if match.status == FAIL else NOT_LOCATED
         matches.append(match)
     return matches
 
@@ -349,7 +355,7 @@ def verdict_line(result: BisectResult) -> str:
         return f"{MARKERS[2]} {result.op}: nothing to compare"
     if result.unmatched:
         named = ", ".join(f"{p.name} ({p.status}: {p.note})" for p in result.unmatched)
-        return f"{MARKERS[2]} {result.op}: golden probe(s) not matched to a kernel value: {named}"
+        return f"{MARKERS[2]} {result.op}: golden value(s) not matched to a kernel value: {named}"
     outputs = sum(p.kind == OUTPUT for p in result.probes)
     line = (f"{MARKERS[code]} {result.op}: every value compared matches: {outputs} output(s), "
             f"{len(result.probes) - outputs} probe(s)")
