@@ -362,7 +362,8 @@ def add_cli(subparsers) -> None:
     run = subparsers.add_parser(
         "run", help="run an operator's case levels and judge them against the golden",
         description="Run case levels; the last line is [PRECISION_PASS] (exit 0), "
-                    "[PRECISION_FAIL] (exit 1) or [RUN_ERROR] (exit 2).")
+                    "[PRECISION_FAIL] (exit 1), [RUN_ERROR] (exit 2) or [PRECISION_PASS_LENIENT] "
+                    "(exit 3: within tolerance, but with checks downgraded by PTOGYM_LENIENT / lenient()).")
     run.add_argument("op", nargs="?", help="operator name (see 'ptogym list')")
     run.add_argument("levels", nargs="*", help="case ids to run (default: all)")
     run.add_argument("--all", action="store_true", help="the quick cases of every operator")

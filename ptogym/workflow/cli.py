@@ -37,10 +37,13 @@ def _add_stage(subparsers) -> None:
     stage = subparsers.add_parser(
         "stage", help="verify the cumulative module files against the golden's boundary tensors",
         description="Run <op>_module1_impl.py, <op>_module12_impl.py ... in order; last line "
-                    "[STAGE_PASS] (exit 0), [STAGE_FAIL] (exit 1) or [STAGE_ERROR] (exit 2).")
+                    "[STAGE_PASS] (exit 0), [STAGE_FAIL] (exit 1), [STAGE_ERROR] (exit 2) or "
+                    "[STAGE_PASS_LENIENT] (exit 3: passed with checks downgraded by PTOGYM_LENIENT).")
     stage.add_argument("op", help="operator name or operator package directory")
     stage.add_argument("--level", help="case id (default: the first quick case)")
-    stage.add_argument("--from", dest="start", type=int, default=1, metavar="K", help="resume at module K")
+    stage.add_argument("--from", dest="start", type=int, default=1, metavar="K",
+                       help="resume at module K: earlier modules keep their logged PASS only on the same file "
+                            "contents, level, backend and lenient mode, else they run again")
     stage.add_argument("--backend", default=None, help=f"one of {', '.join(backends.names())} (default: interp)")
     stage.add_argument("--log-dir", type=Path, help="where stage_log.md/.json go (default: <op dir>/verification)")
     backends.add_cli_options(stage)
@@ -50,8 +53,10 @@ def _add_stage(subparsers) -> None:
 def _add_bisect(subparsers) -> None:
     bisect = subparsers.add_parser(
         "bisect", help="find the first kernel op whose result diverges from a golden probe",
-        description="Match ptogym.probe intermediates of the golden to the interpreter's op trace; last line "
-                    "[BISECT_FOUND] (exit 1), [BISECT_CLEAN] (exit 0) or [BISECT_ERROR] (exit 2).")
+        description="Compare every output of the kernel and every ptogym.probe intermediate of the golden with "
+                    "the interpreter's dataflow trace; last line [BISECT_FOUND] (exit 1), [BISECT_CLEAN] (exit 0), "
+                    "[BISECT_ERROR] (exit 2) or [BISECT_CLEAN_LENIENT] (exit 3: with checks downgraded by "
+                    "PTOGYM_LENIENT).")
     bisect.add_argument("op", help="operator name or operator package directory")
     bisect.add_argument("level", nargs="?", help="case id (default: the first quick case)")
     bisect.add_argument("--module", type=int, metavar="K",
