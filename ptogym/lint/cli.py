@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from ptogym._io import write_failure, write_text
+
 from .engine import DEFAULT_STAGE, NOQA_RULE, NOQA_SEVERITY, NOQA_TITLE, lint_paths
 from .pypto_names import known_names
 from .rules import NOT_CHECKED, RULES, SEVERITIES
@@ -52,9 +54,12 @@ def _lint_command(args: argparse.Namespace) -> int:
     for finding in report.findings:
         print(finding)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(report.to_dict(), handle, indent=2)
-            handle.write("\n")
+        try:
+            write_text(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+        except OSError as error:
+            print(f"error: --json: {write_failure(args.json, error)}")
+            print(f"[LINT_ERROR] findings above not saved: {report.verdict()}")
+            return 2
     print(report.verdict())
     return report.exit_code
 

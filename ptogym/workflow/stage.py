@@ -29,6 +29,7 @@ from functools import partial
 from pathlib import Path
 
 from ptogym import backends
+from ptogym._io import write_failure, write_files
 from ptogym.verify.compare import detailed_tensor_compare
 from ptogym.verify.runner import open_backend
 
@@ -203,10 +204,9 @@ def markdown(log: StageLog) -> str:
 def write_log(log: StageLog, log_dir: Path) -> list[Path]:
     log_dir.mkdir(parents=True, exist_ok=True)
     md, js = log_dir / "stage_log.md", log_dir / "stage_log.json"
-    md.write_text(markdown(log), encoding="utf-8")
     document = {"op": log.op, "case": log.case, "backend": log.backend, "verdict": MARKERS[log.exit_code].strip("[]"),
                 "exit_code": log.exit_code, "modules": [asdict(entry) for entry in log.modules]}
-    js.write_text(json.dumps(document, indent=2, default=str) + "\n", encoding="utf-8")
+    write_files({md: markdown(log), js: json.dumps(document, indent=2, default=str) + "\n"})
     return [md, js]
 
 
@@ -229,6 +229,11 @@ def command(args: argparse.Namespace) -> int:
         if entry.verdict in (FAIL, ERROR) and entry.details:
             print(entry.details.rstrip())
     directory = args.log_dir or resolve(args.op).directory / "verification"
-    print("log: " + ", ".join(str(p) for p in write_log(log, directory)))
+    try:
+        print("log: " + ", ".join(str(p) for p in write_log(log, directory)))
+    except OSError as error:
+        print(f"error: log: {write_failure(directory / 'stage_log.md', error)}")
+        print(f"{MARKERS[2]} {log.op}: log not written; the modules' verdict was: {log.verdict_line()}")
+        return 2
     print(log.verdict_line())
     return log.exit_code
