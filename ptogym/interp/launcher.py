@@ -167,6 +167,12 @@ def _internal(filename: str) -> bool:
 
 
 def add_cli(subparsers) -> None:
+    """The parser documents the options (README, --help); main() reads them itself, since
+    everything from the program's name on belongs to the program."""
     parser = subparsers.add_parser("interp", help="run a PyPTO program with `import pypto` bound to the interpreter",
                                    usage=USAGE)
+    parser.add_argument("--lenient", action="store_true", help="constraint violations warn instead of raising")
+    parser.add_argument("--platform", metavar="ARCH", help="the platform profile (default: $PTOGYM_PLATFORM)")
+    parser.add_argument("--checks", action="store_true", help="list every check: id, class, rule")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a program")
     parser.set_defaults(func=lambda args: main([]))
