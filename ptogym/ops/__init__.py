@@ -105,7 +105,7 @@ def _locate_directory(path: Path) -> OpLocation:
         raise KeyError(f"operator package {str(path)!r}: {why} (an operator package holds __init__.py and op.py)")
     directory = path.resolve()
     if directory.parent == OPS_DIR.resolve() and directory.name in OP_NAMES:  # imported once, under its own name
-        return OpLocation(directory.name, directory, f"{__name__}.{directory.name}")
+        return OpLocation(directory.name, OPS_DIR / directory.name, f"{__name__}.{directory.name}")
     digest = hashlib.sha1(str(directory).encode()).hexdigest()[:10]
     package = f"_ptogym_op_{directory.name}_{digest}"
     if package not in sys.modules:
@@ -118,7 +118,7 @@ def _locate_directory(path: Path) -> OpLocation:
         except BaseException:
             del sys.modules[package]
             raise
-    return OpLocation(directory.name, directory, package)
+    return OpLocation(directory.name, path, package)  # the path as given: what the tools print
 
 
 def get_op(op: str | Path) -> OpSpec:
