@@ -250,3 +250,20 @@ def test_lint_says_which_kind_each_file_was_linted_as(tmp_path, capsys):
                                      "--kind impl lints it as one)"
     code, lines, _ = cli(capsys, "lint", notes, "--kind", "impl")
     assert code == 1 and lines[0] == f"{notes}: impl" and " OL01 " in lines[1]  # no jit function
+
+
+def test_run_refuses_a_bad_interpreter_setting_before_any_case(capsys, monkeypatch):
+    monkeypatch.setenv("PTOGYM_SILENCE", "A-BAD")
+    code, lines, _ = cli(capsys, "run", "rms_norm", "level0")
+    assert code == 2 and lines[-1] == "[RUN_ERROR]" and "PTOGYM_SILENCE: A-BAD not an advice id" in lines[-2]
+    assert not any(line.startswith("[1/") for line in lines)
+    monkeypatch.setenv("PTOGYM_SILENCE", "")
+    monkeypatch.setenv("PTOGYM_MAX_KERNEL_TRIPS", "-3")
+    code, lines, _ = cli(capsys, "run", "rms_norm", "level0")
+    assert code == 2 and "PTOGYM_MAX_KERNEL_TRIPS='-3': use a positive integer" in lines[-2]
+
+
+def test_lint_checks_its_json_file_before_linting(capsys):
+    code, lines, _ = cli(capsys, "lint", REPO / "examples", "--json", "/nonexistent/x.json")
+    assert code == 2 and lines == ["error: --json: cannot write /nonexistent/x.json: directory /nonexistent does not "
+                                   "exist", "[LINT_ERROR] nothing linted"]

@@ -14,6 +14,7 @@ import argparse
 import json
 
 from ptogym._io import write_failure, write_text
+from ptogym.cli import UsageError, check_writable
 
 from .engine import (DEFAULT_MAX_FILE_BYTES, DEFAULT_STAGE, MAX_FILE_BYTES_ID, MAX_FILE_BYTES_VARIABLE, NOQA_RULE,
                      NOQA_SEVERITY, NOQA_TITLE, lint_paths, max_file_bytes)
@@ -57,11 +58,13 @@ def _lint_command(args: argparse.Namespace) -> int:
         print("[LINT_ERROR] no path")
         return 2
     try:
+        if args.json:
+            check_writable(args.json, "--json")  # before any work: a refusal leaves nothing behind
         report = lint_paths(args.paths, _ids(args.select), _ids(args.ignore) or (), args.stage, args.fail_on.upper(),
                             args.max_bytes, args.kind)
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as error:
+    except (UsageError, OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as error:
         # RecursionError / MemoryError: an expression nested too deeply for Python's parser
-        print(f"error: {type(error).__name__}: {error}")
+        print(f"error: {error}" if isinstance(error, UsageError) else f"error: {type(error).__name__}: {error}")
         print("[LINT_ERROR] nothing linted")
         return 2
     for path, kind in report.kinds.items():
