@@ -22,6 +22,12 @@ backed by the same kernel run through real pypto (``tests/check_probes.py``,
 
 ``lenient()`` turns errors into warnings too (for exploring foreign code); the
 interpreter then carries on like pypto would.
+
+*Resource limits* (``L-*`` ids, ``LIMITS``) are neither: they bound what the
+interpreter itself will do (a loop's trip count: pypto's ``loop`` builds one loop node
+whatever the count, so pypto compiles a loop of 2**40 iterations, which the
+interpreter would run for days).  Exceeding one raises ``ResourceLimitExceeded``,
+strict or lenient; each bound is set by its environment variable or ``set_limit()``.
 """
 from __future__ import annotations
 
