@@ -36,7 +36,8 @@ def write_files(contents: dict) -> None:
     staged = []
     try:
         for path, content in contents.items():
-            staged.append((_staged(Path(path), content), path))
+            target = Path(path).resolve() if Path(path).is_symlink() else Path(path)  # a link keeps pointing there
+            staged.append((_staged(target, content), target))
         for temporary, path in staged:
             os.replace(temporary, path)
     except BaseException:

@@ -267,3 +267,15 @@ def test_lint_checks_its_json_file_before_linting(capsys):
     code, lines, _ = cli(capsys, "lint", REPO / "examples", "--json", "/nonexistent/x.json")
     assert code == 2 and lines == ["error: --json: cannot write /nonexistent/x.json: directory /nonexistent does not "
                                    "exist", "[LINT_ERROR] nothing linted"]
+
+
+def test_interp_keeps_chained_exceptions_and_syntax_errors_as_python_shows_them(tmp_path):
+    chained = tmp_path / "chained.py"
+    chained.write_text("try:\n    {}['k']\nexcept KeyError as error:\n    raise ValueError('wrapped') from error\n")
+    done = ptogym("interp", chained)
+    assert done.returncode == 1 and "KeyError: 'k'" in done.stderr and "ValueError: wrapped" in done.stderr
+    assert "The above exception was the direct cause" in done.stderr and "ptogym/interp" not in done.stderr
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = (\n")
+    done = ptogym("interp", broken)
+    assert done.returncode == 1 and f'File "{broken}", line 1' in done.stderr and "SyntaxError" in done.stderr

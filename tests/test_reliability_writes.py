@@ -202,3 +202,13 @@ def test_the_installed_roots_hold_this_interpreters_site_packages():
 def test_the_shadow_check_knows_the_scaffold_templates_names():
     names = scaffold_module._template_names()
     assert {"launch", "kernel", "golden", "op", "build", "torch", "rule_violations"} <= names
+
+
+def test_a_report_behind_a_symlink_is_replaced_where_the_link_points(tmp_path):
+    real = tmp_path / "reports" / "results.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.json"
+    link.symlink_to(real)
+    _io.write_text(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"

@@ -150,16 +150,24 @@ def _exit_code(run, debug: bool) -> int:
 
 
 def _user_traceback(error: BaseException, debug: bool) -> str:
-    """The traceback of *error*; without *debug*, only the frames of the user's code
-    (runpy, this launcher and the interpreter's internals removed)."""
-    summary = traceback.extract_tb(error.__traceback__)
-    if not debug:
-        summary = traceback.StackSummary.from_list([frame for frame in summary if not _internal(frame.filename)])
-    lines = ["Traceback (most recent call last):\n", *summary.format(),
-             *traceback.format_exception_only(type(error), error)]
-    if not debug and len(summary) < len(traceback.extract_tb(error.__traceback__)):
-        lines.append("(frames of ptogym's interpreter left out; --debug shows them)\n")
-    return "".join(lines)
+    """The traceback of *error*, chained exceptions included, as Python prints it;
+    without *debug*, only the frames of the user's code (runpy, this launcher and the
+    interpreter's internals removed)."""
+    report = traceback.TracebackException.from_exception(error)
+    trimmed = False
+    pending, seen = [report], set()
+    while pending:  # the exception, its __cause__ / __context__, theirs ...
+        part = pending.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        if not debug:
+            kept = [frame for frame in part.stack if not _internal(frame.filename)]
+            trimmed = trimmed or len(kept) < len(part.stack)
+            part.stack = traceback.StackSummary.from_list(kept)
+        pending += [linked for linked in (part.__cause__, part.__context__) if linked is not None]
+    note = "(frames of ptogym's interpreter left out; --debug shows them)\n" if trimmed else ""
+    return "".join(report.format()) + note
 
 
 def _internal(filename: str) -> bool:
