@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 
+from ptogym._io import save_figure, write_failure, write_text
 from ptogym.backends import BackendUnavailable, add_cli_options, configure_from_cli, get_backend
 from ptogym.cli import UsageError, check_writable, verdict
 from ptogym.ops import OP_NAMES, get_op
@@ -159,7 +161,7 @@ def plot(rows: list[dict], path: str) -> None:
     ax.set_title(("{} - ".format(rows[0]["op"]) if single_op and rows else "") + "pypto 0.2.0 cost model, DAV_2201")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def _cli(args) -> int:
@@ -181,13 +183,17 @@ def _cli(args) -> int:
         except BackendUnavailable as error:
             raise UsageError(f"{error}; use --no-sim for wall times only") from None
     rows = run_bench(ops, args.levels, repeat=args.repeat, simulate=simulate)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=2)
-        print(f"wrote {args.json}")
-    if args.plot:
-        plot(rows, args.plot)
-        print(f"wrote {args.plot}")
+    for option, path, write in (("--json", args.json, lambda: write_text(args.json, json.dumps(rows, indent=2))),
+                                ("--plot", args.plot, lambda: plot(rows, args.plot))):
+        if not path:
+            continue
+        try:
+            write()
+        except OSError as error:
+            print(f"error: {option}: {write_failure(path, error)}", file=sys.stderr)
+            print(verdict(2))
+            return 2
+        print(f"wrote {path}")
     print(verdict(0, precision=False))
     return 0
 

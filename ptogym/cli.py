@@ -12,8 +12,11 @@ Every command ends with exactly one verdict line on stdout and its exit code:
                          (PTOGYM_LENIENT=1, lenient()): constraint checks were downgraded
     [INTERRUPTED]    130 Ctrl-C or SIGTERM
 
-No user error prints a traceback (``--debug`` shows one).  ``ptogym interp`` hands
-the exit status of the script it runs back unchanged.
+lint, new, stage, bisect and patterns have their own verdict families (ERROR_MARKERS
+for their errors).  No user error prints a traceback (``--debug`` shows one).  A
+reader that closes stdout early (``ptogym list | head -1``) ends the command quietly,
+exit 141 (128 + SIGPIPE).  ``ptogym interp`` hands the exit status of the script it
+runs back unchanged.
 """
 from __future__ import annotations
 
@@ -59,6 +62,9 @@ EXIT_LENIENT = 3  # passed with constraint checks downgraded (lenient mode): not
 MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", EXIT_LENIENT: "[PRECISION_PASS_LENIENT]",
            130: "[INTERRUPTED]"}
 OK_MARKER = "[OK]"
+# the tools with their own verdicts: the error line when one fails in a way it did not report itself
+ERROR_MARKERS = {"lint": "[LINT_ERROR]", "new": "[NEW_ERROR]", "stage": "[STAGE_ERROR]", "bisect": "[BISECT_ERROR]",
+                 "patterns": "[PATTERNS_ERROR]"}
 EXIT_INTERRUPTED = 130
 
 
@@ -140,11 +146,18 @@ def _load_without_package_init(module_name: str):
     return module
 
 
-def _dispatch(argv: list[str], debug: list[bool]) -> int:
+class _State:
+    """What main() needs to know when a command fails: --debug, and the command's verdict family."""
+
+    debug = False
+    error_marker = MARKERS[2]
+
+
+def _dispatch(argv: list[str], state: _State) -> int:
     global_options = []
     while argv and argv[0].startswith("-"):
         global_options.append(argv.pop(0))
-    debug[0] = "--debug" in global_options
+    state.debug = "--debug" in global_options
     if not argv or any(option in ("-h", "--help") for option in global_options):
         _top_parser(SUBCOMMANDS).parse_args(global_options + argv[:1])  # prints help or raises UsageError
     if unknown := [option for option in global_options if option != "--debug"]:
@@ -153,9 +166,10 @@ def _dispatch(argv: list[str], debug: list[bool]) -> int:
     if command not in SUBCOMMANDS:
         raise UsageError(f"unknown command {command!r}; choose one of {', '.join(SUBCOMMANDS)}")
     if command == "interp":  # everything after the script name belongs to the script
-        return _load_without_package_init(SUBCOMMANDS[command]).main(rest)
-    debug[0] = debug[0] or "--debug" in rest
+        return _load_without_package_init(SUBCOMMANDS[command]).main(rest, debug=state.debug)
+    state.debug = state.debug or "--debug" in rest
     args = _command_parser(command).parse_intermixed_args(rest)  # options may stand among positionals
+    state.error_marker = ERROR_MARKERS.get(command, MARKERS[2])  # argparse's refusals above stay [RUN_ERROR]
     return args.func(args)
 
 
@@ -178,24 +192,43 @@ def _interrupt_on_sigterm():
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    debug = [False]
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _main(argv: list[str]) -> int:
+    state = _State()
     try:
         with _interrupt_on_sigterm():
-            return _dispatch(argv, debug)
+            exit_code = _dispatch(argv, state)
+        sys.stdout.flush()  # a reader that went away shows here, not in Python's flush at exit
+        return exit_code
     except SystemExit as exit_:  # --help (exit 0) or a command that exits itself
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 2)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted", file=sys.stderr, flush=True)
         print(MARKERS[EXIT_INTERRUPTED], flush=True)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        raise
     except Exception as error:  # UsageError, or anything a command did not turn into a verdict
-        if debug[0]:
+        if state.debug:
             traceback.print_exc()
         prefix = "" if isinstance(error, UsageError) else f"{type(error).__name__}: "
-        print(f"error: {prefix}{error}", file=sys.stderr)
-        print(MARKERS[2], flush=True)
+        print(f"error: {prefix}{error}", file=sys.stderr, flush=True)  # the explanation, then the verdict last
+        print(state.error_marker, flush=True)
         return 2
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe (``ptogym list | head -1``): stop quietly with
+    128 + SIGPIPE, as a program the signal ends; later writes (Python's flush at exit
+    included) go to /dev/null instead of raising again."""
+    with contextlib.suppress(OSError, ValueError):  # stdout without a file descriptor (captured in-process)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -153,18 +153,22 @@ def render(table: list) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list) -> int:
-    text = render(rows())
+def write_or_check(doc: Path, text: str, argv: list, script: str) -> int:
+    """Write *text* to *doc*, or with ``--check`` exit 1 if *doc* differs (shared by the doc generators)."""
+    relative = doc.relative_to(REPO)
     if argv[:1] == ["--check"]:
-        current = DOC.read_text() if DOC.exists() else ""
-        if current != text:
-            print(f"{DOC.relative_to(REPO)} is out of date: run python3 scripts/gen_api_coverage.py")
+        if (doc.read_text(encoding="utf-8") if doc.exists() else "") != text:
+            print(f"{relative} is out of date: run python3 scripts/{script}")
             return 1
-        print(f"{DOC.relative_to(REPO)} is up to date")
+        print(f"{relative} is up to date")
         return 0
-    DOC.write_text(text)
-    print(f"wrote {DOC.relative_to(REPO)}")
+    doc.write_text(text, encoding="utf-8")
+    print(f"wrote {relative}")
     return 0
+
+
+def main(argv: list) -> int:
+    return write_or_check(DOC, render(rows()), argv, Path(__file__).name)
 
 
 if __name__ == "__main__":

@@ -717,7 +717,7 @@ def test_launcher_module_mode(tmp_path, launcher_sandbox):
     assert report.read_text() == f"{report} 7|ptogym.interp|512.0|DAV_2201"
 
 
-def test_launcher_propagates_violations_and_lenient(tmp_path, launcher_sandbox):
+def test_launcher_shows_the_programs_traceback_and_lenient(tmp_path, launcher_sandbox, capsys):
     script = tmp_path / "bad_script.py"
     script.write_text(textwrap.dedent("""
         import torch
@@ -730,9 +730,13 @@ def test_launcher_propagates_violations_and_lenient(tmp_path, launcher_sandbox):
 
         kernel(torch.ones(8, 64), torch.zeros(8, 64))
     """))
-    with pytest.raises(ConstraintViolation) as info:
-        launcher.main([str(script)])
-    assert info.value.check_id == "C-VIEW-01" and info.value.location == f"{script}:8"
+    assert launcher.main([str(script)]) == 1  # as `python bad_script.py`: the traceback, exit 1
+    shown = capsys.readouterr().err
+    assert f"ConstraintViolation: [C-VIEW-01] {script}:8: " in shown
+    frames = [line for line in shown.splitlines() if line.startswith("  File ")]
+    assert frames == [f'  File "{script}", line 10, in <module>', f'  File "{script}", line 8, in kernel']
+    assert launcher.main(["--debug", str(script)]) == 1  # every frame
+    assert 'ptogym/interp/frontend.py", line' in capsys.readouterr().err
     with pytest.warns(pypto.ConstraintWarning) as record:
         assert launcher.main(["--lenient", str(script)]) == 0
     ids = [str(w.message).split("]")[0].lstrip("[") for w in record]
@@ -750,10 +754,13 @@ def test_launcher_usage_errors(capsys, launcher_sandbox):
 
 def test_launcher_lists_every_check(capsys):
     assert launcher.main(["--checks"]) == 0
-    listed = [line.split(maxsplit=2) for line in capsys.readouterr().out.splitlines()]
-    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE]
-    assert all(row[1] == ("advice" if row[0].startswith("A-") else "error") for row in listed)
+    *listed, verdict = [line.split(maxsplit=2) for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS]
+    classes = {"A": "advice", "L": "limit", "C": "error"}
+    assert all(row[1] == classes[row[0][0]] for row in listed)
     assert all(row[2] == checks.rule_of(row[0]) for row in listed)
+    assert verdict[0] == "[OK]" and " ".join(verdict).endswith(
+        f"{len(checks.CHECKS)} error checks, {len(checks.ADVICE)} advice, {len(checks.LIMITS)} resource limits")
 
 
 # --- pypto's value semantics for views, moves and element access -------------------------------------

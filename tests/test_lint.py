@@ -127,9 +127,11 @@ def test_cli_exit_codes_and_verdict_line(capsys, tmp_path):
     code, lines = _cli(capsys, str(FIXTURES / "clean"))
     assert code == 0 and lines[-1].startswith("[LINT_PASS] 5 file(s)")
     code, lines = _cli(capsys, str(FIXTURES / "fire" / "OL02"), "--select", "ol02", "--json", str(tmp_path / "r.json"))
-    assert code == 1 and lines[-1].startswith("[LINT_FAIL]") and len(lines) == 3
+    assert code == 1 and lines[-1].startswith("[LINT_FAIL]") and len(lines) == 4  # kind, 2 findings, verdict
+    assert lines[0] == f"{FIXTURES / 'fire' / 'OL02' / 'kernel.py'}: impl"
     document = json.loads((tmp_path / "r.json").read_text())
     assert document["exit_code"] == 1 and document["findings"][0]["rule"] == "OL02"
+    assert document["kinds"] == {str(FIXTURES / "fire" / "OL02" / "kernel.py"): "impl"}
     for argv in ([str(tmp_path / "missing.py")], ["--select", "OL99", str(FIXTURES / "clean")], []):
         code, lines = _cli(capsys, *argv)
         assert code == 2 and lines[-1].startswith("[LINT_ERROR]")

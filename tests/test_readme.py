@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ptogym.cli import SUBCOMMANDS, main
+from ptogym.cli import SUBCOMMANDS, _command_parser, main
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -32,11 +32,53 @@ def test_the_readme_has_code_blocks_of_known_languages():
     assert BLOCKS and {language for language, _, _ in BLOCKS} <= {"python", "bash", "text"}
 
 
-@pytest.mark.parametrize("code", _params("python"))
-def test_python_blocks_run(code, tmp_path):
-    script = tmp_path / "readme_block.py"  # a real file: kernels are parsed from their source
-    script.write_text(code)
-    runpy.run_path(str(script), run_name="__main__")
+_FILE_NAME = re.compile(r"^# (?P<name>\w+\.py):")
+
+
+def _python_blocks() -> list[tuple[str, str]]:
+    """(file name, code) of each python block: the name its first line gives
+    (``# kernel.py: ...``), else readme_block<N>.py."""
+    blocks = [code for language, code, _ in BLOCKS if language == "python"]
+    named = [(_FILE_NAME.match(code), code) for code in blocks]
+    return [(match["name"] if match else f"readme_block{index}.py", code) for index, (match, code) in enumerate(named)]
+
+
+def test_python_blocks_run_in_order_beside_each_other(tmp_path, monkeypatch):
+    """Each block is a real file (kernels are parsed from their source) in one folder,
+    so a later block imports an earlier one (``from kernel import build``)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, code in _python_blocks():
+        (tmp_path / name).write_text(code)
+        runpy.run_path(str(tmp_path / name), run_name="__main__")
+
+
+def test_the_readme_kernel_is_lint_clean(tmp_path, capsys):
+    kernels = [(name, code) for name, code in _python_blocks() if name == "kernel.py" or name.endswith("_impl.py")]
+    assert kernels, "the README shows a kernel file"
+    for name, code in kernels:
+        (tmp_path / name).write_text(code)
+        assert main(["lint", str(tmp_path / name)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == f"{tmp_path / name}: impl" and lines[-1].startswith("[LINT_PASS]"), lines
+
+
+def _commands_block() -> str:
+    return next(code for language, code, _ in BLOCKS if language == "text" and code.startswith("ptogym list"))
+
+
+@pytest.mark.parametrize("command", sorted(SUBCOMMANDS))
+def test_the_commands_list_names_every_option_argparse_has(command):
+    """README's Commands block against each command's parser: the same options, none
+    missing and none stale (--help and --debug, which every command has, aside)."""
+    documented = set()
+    for line in _commands_block().splitlines():
+        words = line.split()
+        if words[:2] == ["ptogym", command]:
+            documented |= {word.strip("[]|.,").split("=")[0] for word in words[2:] if word.lstrip("[").startswith("-")}
+    parser = _command_parser(command)
+    options = {option for action in parser._actions for option in action.option_strings if option.startswith("-")}
+    long_options = {option for option in options if option.startswith("--") or option == "-m"}
+    assert documented - {"--debug"} == long_options - {"--help", "--debug"}
 
 
 def _commands(code: str) -> list[list[str]]:

@@ -220,7 +220,7 @@ def test_stage_errors_name_the_problem(tmp_path):
     assert code == 2 and "wf_chain_module12_impl.py is missing" in lines[0]
     assert lines[-1] == "[STAGE_ERROR] " + str(package_dir) + ": nothing verified"
     code, lines = _cli("stage", "no_such_op")
-    assert code == 2 and "not a registered operator" in lines[0]
+    assert code == 2 and "unknown operator 'no_such_op'" in lines[0]
     code, lines = _cli("stage", str(_new(tmp_path, "wf_backend", modules=None)), "--backend", "nowhere")
     assert code == 2 and "unknown backend 'nowhere'" in lines[0] and lines[-1].startswith("[STAGE_ERROR]")
     with pytest.raises(WorkflowError, match="no golden function inventory|has no 'Golden function inventory:'"):

@@ -12,3 +12,12 @@ class Backend(BackendBase):
         import ptogym.interp
 
         return ptogym.interp
+
+    def check_available(self) -> None:
+        """The interpreter runs anywhere; its settings are checked here, before any case:
+        ValueError naming the variable (an unknown id in PTOGYM_SILENCE, a bad limit)."""
+        from ptogym.interp import checks
+
+        checks.silenced_by_env()
+        for check_id in checks.LIMITS:
+            checks.limit(check_id)

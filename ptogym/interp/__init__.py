@@ -14,7 +14,8 @@ from . import experimental  # noqa: F401
 from . import frontend  # noqa: F401
 from . import enums, operation, pypto_impl  # noqa: F401
 from .ops import distributed  # noqa: F401
-from .checks import ADVICE, CHECKS, ConstraintViolation, ConstraintWarning, lenient, silence  # noqa: F401
+from .checks import (ADVICE, CHECKS, LIMITS, ConstraintViolation, ConstraintWarning, ResourceLimitExceeded,  # noqa: F401
+                     lenient, set_limit, silence)
 from .config import (CachePolicy, get_codegen_options, get_cube_tile_shapes, get_debug_options,  # noqa: F401
                      get_host_options, get_pass_options, get_runtime_options, get_vec_tile_shapes,
                      get_verify_options, set_cache_policy, set_codegen_options, set_cube_tile_shapes,

@@ -23,6 +23,12 @@ backed by the same kernel run through real pypto (``tests/check_probes.py``,
 ``lenient()`` turns errors into warnings too (for exploring foreign code); the
 interpreter then carries on like pypto would.  A verdict earned that way is not a
 plain pass: the tools judge under ``watching_leniency()`` and say so.
+
+*Resource limits* (``L-*`` ids, ``LIMITS``) are neither: they bound what the
+interpreter itself will do (a loop's trip count: pypto's ``loop`` builds one loop node
+whatever the count, so pypto compiles a loop of 2**40 iterations, which the
+interpreter would run for days).  Exceeding one raises ``ResourceLimitExceeded``,
+strict or lenient; each bound is set by its environment variable or ``set_limit()``.
 """
 from __future__ import annotations
 
@@ -86,6 +92,60 @@ ADVICE = {
                 "16-bit result",
 }
 
+#: Resource limits of the interpreter itself, not rules of pypto (which compiles such
+#: kernels): each is an error with its own id, never turned into a warning by lenient()
+#: (the kernel would not end), its bound set by an environment variable or set_limit().
+LIMITS = {
+    "L-LOOP-01": "iterations of one pypto.loop / loop_unroll on the interpreter (checked before the first)",
+    "L-LOOP-02": "loop iterations of one kernel call on the interpreter, all loops together (nested loops multiply)",
+}
+LIMIT_SETTINGS = {"L-LOOP-01": ("PTOGYM_MAX_LOOP_TRIPS", 1 << 20), "L-LOOP-02": ("PTOGYM_MAX_KERNEL_TRIPS", 1 << 24)}
+_limit_overrides: dict = {}
+
+
+class ResourceLimitExceeded(RuntimeError):
+    """A kernel exceeds a resource limit of the interpreter (``LIMITS``): ``.check_id``,
+    ``.location``, ``.details``."""
+
+    def __init__(self, check_id: str, details: str, location: str):
+        self.check_id, self.details, self.location = check_id, details, location
+        super().__init__(f"[{check_id}] {location}: {details} (limit: {rule_of(check_id)})")
+
+
+def limit(check_id: str) -> int:
+    """The bound of resource limit *check_id*: set_limit(), else its variable, else the default."""
+    if check_id in _limit_overrides:
+        return _limit_overrides[check_id]
+    variable, default = LIMIT_SETTINGS[check_id]
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{variable}={text!r}: use a positive integer ({check_id}: {LIMITS[check_id]})")
+    return value
+
+
+def set_limit(check_id: str, value: int | None) -> None:
+    """Set resource limit *check_id* to *value* for this process (None: back to its variable / default)."""
+    if check_id not in LIMITS:
+        raise ValueError(f"set_limit({check_id!r}): not a limit id; limit ids: {sorted(LIMITS)}")
+    if value is None:
+        _limit_overrides.pop(check_id, None)
+    elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"set_limit({check_id!r}, {value!r}): use a positive int")
+    else:
+        _limit_overrides[check_id] = value
+
+
+def exceeded(check_id: str, details: str, location: str | None = None) -> None:
+    """Raise ResourceLimitExceeded (strict or lenient alike)."""
+    raise ResourceLimitExceeded(check_id, details, location or user_location())
+
+
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES = (_INTERP_DIR, os.path.dirname(contextlib.__file__))
 _lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")
@@ -105,20 +165,38 @@ class ConstraintWarning(UserWarning):
 
 
 def check_class(check_id: str) -> str:
-    return "advice" if check_id in ADVICE else "error"
+    return "advice" if check_id in ADVICE else "limit" if check_id in LIMITS else "error"
 
 
 def rule_of(check_id: str) -> str:
+    if check_id in LIMITS:
+        variable, default = LIMIT_SETTINGS[check_id]
+        return f"{LIMITS[check_id]}: at most {limit(check_id)} (${variable}, default {default})"
     return ADVICE.get(check_id) or CHECKS[check_id]
 
 
 def silenced_by_env(environ=os.environ) -> set:
-    """The advice ids ``PTOGYM_SILENCE`` (comma-separated) silences."""
-    return {part.strip() for part in environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+    """The advice ids ``PTOGYM_SILENCE`` (comma-separated) silences; ValueError naming
+    the variable for an id that is not advice (a typo would silence nothing)."""
+    ids = {part.strip() for part in environ.get("PTOGYM_SILENCE", "").split(",") if part.strip()}
+    unknown = sorted(ids - set(ADVICE))
+    if unknown:
+        errors = [i for i in unknown if i in CHECKS or i in LIMITS]
+        why = f" ({', '.join(errors)}: not advice; lenient() turns errors into warnings)" if errors else ""
+        raise ValueError(f"PTOGYM_SILENCE: {', '.join(unknown)} not an advice id{why}; advice ids: "
+                         f"{', '.join(sorted(ADVICE))}")
+    return ids
 
 
-_silenced = silenced_by_env()
+_silenced: set | None = None  # read from PTOGYM_SILENCE on first use
 _advised: set = set()  # (id, site) already shown
+
+
+def _silenced_ids() -> set:
+    global _silenced
+    if _silenced is None:
+        _silenced = silenced_by_env()
+    return _silenced
 
 
 def silence(*check_ids: str) -> None:
@@ -126,16 +204,16 @@ def silence(*check_ids: str) -> None:
     for check_id in check_ids:
         if check_id not in ADVICE:
             raise ValueError(f"silence({check_id!r}): not an advice id; advice ids: {sorted(ADVICE)}")
-        _silenced.add(check_id)
+        _silenced_ids().add(check_id)
 
 
 def unsilence(*check_ids: str) -> None:
-    _silenced.difference_update(check_ids)
+    _silenced_ids().difference_update(check_ids)
 
 
 def advise(check_id: str, details: str, location: str | None = None) -> None:
     """Show documented advice once per (id, kernel site), unless silenced."""
-    if check_id in _silenced:
+    if check_id in _silenced_ids():
         return
     site = location or user_location()
     if (check_id, site) in _advised:

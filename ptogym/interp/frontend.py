@@ -21,7 +21,7 @@ import warnings
 import torch
 
 from . import dtypes, runtime
-from .checks import advise, violation
+from .checks import advise, exceeded, limit, violation
 from .runtime import KernelRun, LoopInfo, StorageRecord
 from .symbolic import SymbolicScalar, value_of
 from .tensor import Tensor
@@ -352,20 +352,36 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
         violation("C-LOOP-09", f"pypto.loop({', '.join(_fmt_arg(a) for a in args)}): step 0")
         return
     values = range(start, stop, step)
+    _check_trip_count(f"pypto.loop({', '.join(_fmt_arg(a) for a in args)})", len(values))
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
-    with _loop_body():
+    with _loop_body() as count_iteration:
         for v in values:
+            count_iteration()
             yield SymbolicScalar(v, label, loop=info)
+
+
+def _check_trip_count(call: str, trips: int) -> None:
+    """L-LOOP-01: refuse, before its first iteration, a loop the interpreter could not finish."""
+    if trips > limit("L-LOOP-01"):
+        exceeded("L-LOOP-01", f"{call}: {trips} iterations > {limit('L-LOOP-01')}")
 
 
 @contextlib.contextmanager
 def _loop_body():
-    """Count the loops a kernel is inside (ops on dynamic shapes need one)."""
+    """Count the loops a kernel is inside (ops on dynamic shapes need one); yields the
+    per-iteration counter of the kernel call's L-LOOP-02 budget."""
     run = runtime.current()
+    budget = limit("L-LOOP-02")
+
+    def count_iteration():
+        run.loop_iterations += 1
+        if run.loop_iterations > budget:
+            exceeded("L-LOOP-02", f"kernel {run.name}: more than {budget} loop iterations in one call")
+
     run.loop_depth += 1
     try:
-        yield
+        yield count_iteration
     finally:
         run.loop_depth -= 1
 
@@ -382,6 +398,7 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     if bad or step == 0:  # pypto: "integer modulo by zero" (measured), or a loop that never ends
         violation("C-LOOP-09", f"{call}: " + (f"factors {bad} are not non-zero ints" if bad else "step 0"))
         return
+    _check_trip_count(call, len(range(start, stop, step)))
     if any(f < 0 for f in unroll_list):  # pypto runs their sub-loops zero times (measured)
         advise("A-LOOP-01", f"{call}: negative factors {[f for f in unroll_list if f < 0]} are ignored")
     factors = sorted(set(unroll_list) | {1}, reverse=True)
@@ -400,8 +417,9 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     for factor, stride, indices in plan:
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
-            with _loop_body():
+            with _loop_body() as count_iteration:
                 for value in indices:
+                    count_iteration()
                     yield SymbolicScalar(value, label, loop=info), factor
 
 

@@ -8,10 +8,16 @@ import importlib.util
 import os
 import runpy
 import sys
+import traceback
 import warnings
 
-USAGE = ("ptogym interp [--lenient] [--platform ARCH] (SCRIPT.py | -m MODULE) [ARGS...]\n"
-         "       ptogym interp --checks          list the checks (class error or advice) and their rules")
+# frames left out of a program's traceback: the interpreter package (this launcher
+# included), ptogym's command line and contextlib's wrappers
+_INTERNAL_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
+                      os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli.py"),
+                      contextlib.__file__)
+USAGE = ("ptogym interp [--lenient] [--platform ARCH] [--debug] (SCRIPT.py | -m MODULE) [ARGS...]\n"
+         "       ptogym interp --checks          list the checks (class error, advice or limit) and their rules")
 
 
 def bind_pypto() -> None:
@@ -30,25 +36,40 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
     return f"{filename}:{lineno}: {category.__name__}: {message}\n"
 
 
-def main(argv: list[str]) -> int:
-    options = argparse.Namespace(lenient=False, platform=None)
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The launcher's own options, all before the program (everything from SCRIPT.py or
+    ``-m MODULE`` on belongs to it).  Raises ValueError naming a bad option."""
+    options = argparse.Namespace(lenient=False, platform=None, debug=False, checks=False, help=False)
     while argv and argv[0].startswith("-") and argv[0] != "-m":
         flag = argv.pop(0)
-        if flag == "--lenient":
-            options.lenient = True
-        elif flag == "--platform" and argv:
-            options.platform = argv.pop(0)
+        name, _, value = flag.partition("=")
+        if name == "--platform":
+            if not value and (not argv or argv[0].startswith("-")):
+                raise ValueError("--platform needs a value (an arch name such as DAV_2201)")
+            options.platform = value or argv.pop(0)
+        elif flag in ("--lenient", "--debug", "--checks"):
+            setattr(options, flag[2:], True)
         elif flag in ("-h", "--help"):
-            print(f"usage: {USAGE}")
-            return 0
-        elif flag == "--checks":
-            from ptogym.interp import checks
-
-            for check_id in [*checks.CHECKS, *checks.ADVICE]:
-                print(f"{check_id:<14} {checks.check_class(check_id):<7} {checks.rule_of(check_id)}")
-            return 0
+            options.help = True
         else:
-            return _usage_error(f"unknown option {flag}")
+            raise ValueError(f"unknown option {flag}")
+    return options
+
+
+def main(argv: list[str], debug: bool = False) -> int:
+    """Run the program named by *argv*; its exit status (1 for an uncaught exception,
+    whose traceback shows the program's own frames; ``--debug``: all frames)."""
+    argv = list(argv)
+    try:
+        options = _parse(argv)
+    except ValueError as error:
+        return _usage_error(str(error))
+    options.debug = options.debug or debug
+    if options.help:
+        print(f"usage: {USAGE}")
+        return 0
+    if options.checks:
+        return _list_checks()
     if not argv or argv[0] == "-m" and len(argv) < 2:
         return _usage_error("give a SCRIPT.py or -m MODULE")
     if argv[0] != "-m" and not os.path.isfile(argv[0]):
@@ -60,6 +81,7 @@ def main(argv: list[str]) -> int:
 
     try:
         set_platform(options.platform or platform.npuarch)  # also validates $PTOGYM_PLATFORM
+        checks.silenced_by_env()  # validates $PTOGYM_SILENCE
     except ValueError as error:
         return _usage_error(str(error))
     bind_pypto()
@@ -67,16 +89,27 @@ def main(argv: list[str]) -> int:
     with checks.lenient(True) if options.lenient else contextlib.nullcontext(), _one_line_warnings():
         if argv[0] == "-m":
             sys.argv = argv[1:]
-            return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True))
+            return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True), options.debug)
         sys.argv = argv
         sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-        return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"))
+        return _exit_code(lambda: runpy.run_path(argv[0], run_name="__main__"), options.debug)
+
+
+def _list_checks() -> int:
+    from ptogym.cli import OK_MARKER
+    from ptogym.interp import checks
+
+    for check_id in [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS]:
+        print(f"{check_id:<14} {checks.check_class(check_id):<7} {checks.rule_of(check_id)}")
+    print(f"{OK_MARKER} {len(checks.CHECKS)} error checks, {len(checks.ADVICE)} advice, "
+          f"{len(checks.LIMITS)} resource limits")
+    return 0
 
 
 def _usage_error(message: str) -> int:
-    """An argument problem: the message and usage on stderr, [RUN_ERROR] and exit 2."""
-    print(f"ptogym interp: {message}\nusage: {USAGE}", file=sys.stderr)
-    print("[RUN_ERROR]")
+    """An argument problem: the message and usage on stderr, then [RUN_ERROR] last, exit 2."""
+    print(f"ptogym interp: {message}\nusage: {USAGE}", file=sys.stderr, flush=True)
+    print("[RUN_ERROR]", flush=True)
     return 2
 
 
@@ -97,16 +130,57 @@ def _one_line_warnings():
         warnings.formatwarning = previous
 
 
-def _exit_code(run) -> int:
+def _exit_code(run, debug: bool) -> int:
+    """The program's exit status, as ``python SCRIPT.py`` would give it; an uncaught
+    exception prints its traceback without the launcher's and interpreter's frames."""
     try:
         run()
     except SystemExit as exit_:
         code = exit_.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
+        if code is None or isinstance(code, int):
+            return code or 0
+        print(code, file=sys.stderr)  # sys.exit("message"), as Python does
+        return 1
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise  # the command line's own handling: [INTERRUPTED], or a quiet exit
+    except Exception as error:
+        print(_user_traceback(error, debug), end="", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 
+def _user_traceback(error: BaseException, debug: bool) -> str:
+    """The traceback of *error*, chained exceptions included, as Python prints it;
+    without *debug*, only the frames of the user's code (runpy, this launcher and the
+    interpreter's internals removed)."""
+    report = traceback.TracebackException.from_exception(error)
+    trimmed = False
+    pending, seen = [report], set()
+    while pending:  # the exception, its __cause__ / __context__, theirs ...
+        part = pending.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        if not debug:
+            kept = [frame for frame in part.stack if not _internal(frame.filename)]
+            trimmed = trimmed or len(kept) < len(part.stack)
+            part.stack = traceback.StackSummary.from_list(kept)
+        pending += [linked for linked in (part.__cause__, part.__context__) if linked is not None]
+    note = "(frames of ptogym's interpreter left out; --debug shows them)\n" if trimmed else ""
+    return "".join(report.format()) + note
+
+
+def _internal(filename: str) -> bool:
+    return filename.startswith(_INTERNAL_PREFIXES) or filename in (runpy.__file__, "<frozen runpy>")
+
+
 def add_cli(subparsers) -> None:
+    """The parser documents the options (README, --help); main() reads them itself, since
+    everything from the program's name on belongs to the program."""
     parser = subparsers.add_parser("interp", help="run a PyPTO program with `import pypto` bound to the interpreter",
                                    usage=USAGE)
+    parser.add_argument("--lenient", action="store_true", help="constraint violations warn instead of raising")
+    parser.add_argument("--platform", metavar="ARCH", help="the platform profile (default: $PTOGYM_PLATFORM)")
+    parser.add_argument("--checks", action="store_true", help="list every check: id, class, rule")
+    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a program")
     parser.set_defaults(func=lambda args: main([]))

@@ -73,6 +73,7 @@ class LoopInfo:
 class KernelRun:
     name: str
     loop_depth: int = 0  # pypto.loop / loop_unroll bodies currently executing
+    loop_iterations: int = 0  # iterations of every loop so far (checks.LIMITS L-LOOP-02)
     vec_tile: tuple | None = None
     cube_tile: tuple | None = None  # ((m0, m1), (k0, k1), (n0, n1), split_k)
     options: dict = field(default_factory=dict)

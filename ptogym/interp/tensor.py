@@ -29,6 +29,14 @@ class Tensor:
 
     def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
                  device=None, ori_shape=None, *, _data=None, _record=None, _region=None):
+        if dtype is not None and not isinstance(dtype, dtypes.DataType):
+            # real pypto's Tensor constructor (pybind) takes only a DataType and raises TypeError too
+            try:
+                hint = f"; pypto's name for it is pypto.{dtypes.from_torch(dtype).name}"
+            except TypeError:  # not a torch dtype with a pypto twin
+                hint = ""
+            raise TypeError(f"pypto.Tensor(dtype={dtype!r}): expected a pypto DataType such as pypto.DT_FP32, "
+                            f"got {type(dtype).__module__}.{type(dtype).__name__}{hint}")
         self.spec_shape = shape  # as written: an annotation's rank rule depends on it (frontend)
         self._shape = list(shape) if shape is not None else (list(_data.shape) if _data is not None else [])
         self.dtype = dtype if dtype is not None else (dtypes.from_torch(_data.dtype) if _data is not None else None)

@@ -1,18 +1,30 @@
-"""``ptogym lint PATH... [--select IDS] [--ignore IDS] [--stage N] [--fail-on S] [--json F] [--rules]``
+"""``ptogym lint PATH... [--select IDS] [--ignore IDS] [--stage N] [--fail-on S] [--json F] [--kind K]
+[--max-bytes N] [--rules]``
 
-Prints one line per finding (file:line:col, rule, severity, message, fix), then one
+Prints the kind each file was linted as (impl, golden, test, host: the rules it gets),
+one line per finding (file:line:col, rule, severity, message, fix), then one
 verdict line: ``[LINT_PASS]`` exit 0, ``[LINT_FAIL]`` exit 1 (a finding at or above
 --fail-on, default S1), ``[LINT_ERROR]`` exit 2 (missing path, unparsable file,
-unknown rule id).  ``--rules`` documents every rule and ends with ``[LINT_RULES]``.
+unknown rule id, a file above the L-LINT-01 size limit, --json not written).
+``--rules`` documents every rule and ends with ``[LINT_RULES]``.
 """
 from __future__ import annotations
 
 import argparse
 import json
 
-from .engine import DEFAULT_STAGE, NOQA_RULE, NOQA_SEVERITY, NOQA_TITLE, lint_paths
+from ptogym._io import write_failure, write_text
+from ptogym.cli import UsageError, check_writable
+
+from .engine import (DEFAULT_MAX_FILE_BYTES, DEFAULT_STAGE, MAX_FILE_BYTES_ID, MAX_FILE_BYTES_VARIABLE, NOQA_RULE,
+                     NOQA_SEVERITY, NOQA_TITLE, lint_paths, max_file_bytes)
+from .source import KINDS
 from .pypto_names import known_names
 from .rules import NOT_CHECKED, RULES, SEVERITIES
+
+
+# why a file's name matters: a host file gets none of the kernel rules
+HOST_NOTE = " (no kernel rules: a kernel is kernel.py or *_impl.py; --kind impl lints it as one)"
 
 
 def _ids(text: str | None) -> list[str] | None:
@@ -28,7 +40,9 @@ def rules_text() -> str:
         lines.append(f"{rule.id} {rule.severity} stages {stages:<11} {'/'.join(rule.targets):<16} {rule.title}")
         lines.append(f"{'':>5}fix: {rule.fix}")
     lines.append(f"{NOQA_RULE} {NOQA_SEVERITY} all stages       any              {NOQA_TITLE}")
-    lines += ["", f"OL55 name list: {known_names()[1]}.", "",
+    lines += ["", f"OL55 name list: {known_names()[1]}.",
+              f"{MAX_FILE_BYTES_ID} limit: files above {max_file_bytes()} bytes are refused, not read "
+              f"(--max-bytes N, ${MAX_FILE_BYTES_VARIABLE}; default {DEFAULT_MAX_FILE_BYTES}).", "",
               "Upstream ids not decided from the source here (they need other artefacts):"]
     lines += [f"{rule_id} {reason}" for rule_id, reason in sorted(NOT_CHECKED.items())]
     return "\n".join(lines)
@@ -44,17 +58,26 @@ def _lint_command(args: argparse.Namespace) -> int:
         print("[LINT_ERROR] no path")
         return 2
     try:
-        report = lint_paths(args.paths, _ids(args.select), _ids(args.ignore) or (), args.stage, args.fail_on.upper())
-    except (OSError, SyntaxError, ValueError, UnicodeDecodeError) as error:
-        print(f"error: {type(error).__name__}: {error}")
+        if args.json:
+            check_writable(args.json, "--json")  # before any work: a refusal leaves nothing behind
+        report = lint_paths(args.paths, _ids(args.select), _ids(args.ignore) or (), args.stage, args.fail_on.upper(),
+                            args.max_bytes, args.kind)
+    except (UsageError, OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as error:
+        # RecursionError / MemoryError: an expression nested too deeply for Python's parser
+        print(f"error: {error}" if isinstance(error, UsageError) else f"error: {type(error).__name__}: {error}")
         print("[LINT_ERROR] nothing linted")
         return 2
+    for path, kind in report.kinds.items():
+        print(f"{path}: {kind}{HOST_NOTE if kind == 'host' else ''}")
     for finding in report.findings:
         print(finding)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(report.to_dict(), handle, indent=2)
-            handle.write("\n")
+        try:
+            write_text(args.json, json.dumps(report.to_dict(), indent=2) + "\n")
+        except OSError as error:
+            print(f"error: --json: {write_failure(args.json, error)}")
+            print(f"[LINT_ERROR] findings above not saved: {report.verdict()}")
+            return 2
     print(report.verdict())
     return report.exit_code
 
@@ -72,5 +95,10 @@ def add_cli(subparsers) -> None:
     lint.add_argument("--fail-on", default="S1",
                       help=f"lowest failing severity, one of {', '.join(SEVERITIES)} (default S1)")
     lint.add_argument("--json", metavar="FILE", help="also write the findings as JSON")
+    lint.add_argument("--kind", choices=KINDS, help="lint every file as this kind (default: by its name: impl "
+                                                   "kernel.py/*_impl.py, golden, test test_*.py, host the rest)")
+    lint.add_argument("--max-bytes", type=int, metavar="N",
+                      help=f"{MAX_FILE_BYTES_ID}: refuse files above N bytes (default: ${MAX_FILE_BYTES_VARIABLE} "
+                           f"or {DEFAULT_MAX_FILE_BYTES})")
     lint.add_argument("--rules", action="store_true", help="document every rule and exit")
     lint.set_defaults(func=_lint_command)

@@ -6,14 +6,21 @@ itself a finding (rule NOQA), so suppressions stay few and explained.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .rules import RULES, SEVERITIES
-from .source import Source
+from .source import KINDS, Source
 
 DEFAULT_STAGE = 5
+# L-LINT-01, lint's resource limit: a file above it is refused before it is read (the
+# rules walk the AST per kernel function: a 12 MB file took minutes and GBs).  Kernels
+# are a few KiB; the largest Python file of this repository is under 32 KiB.
+MAX_FILE_BYTES_ID = "L-LINT-01"
+MAX_FILE_BYTES_VARIABLE = "PTOGYM_LINT_MAX_BYTES"
+DEFAULT_MAX_FILE_BYTES = 256 * 1024
 NOQA_RULE = "NOQA"
 NOQA_SEVERITY = "S1"
 NOQA_TITLE = "a `# ptogym: noqa OLxx <reason>` names the rules it silences, says why, and silences something"
@@ -41,6 +48,7 @@ class LintReport:
     stage: int
     fail_on: str
     files: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)  # file -> the kind its rules were chosen by
     findings: list[Finding] = field(default_factory=list)
     suppressed: list[dict] = field(default_factory=list)
 
@@ -61,7 +69,7 @@ class LintReport:
 
     def to_dict(self) -> dict:
         return {"verdict": self.verdict().split()[0].strip("[]"), "exit_code": self.exit_code, "stage": self.stage,
-                "fail_on": self.fail_on, "files": self.files, "findings": [asdict(f) for f in self.findings],
+                "fail_on": self.fail_on, "files": self.files, "kinds": self.kinds, "findings": [asdict(f) for f in self.findings],
                 "suppressed": self.suppressed}
 
 
@@ -125,9 +133,31 @@ def _noqa_problems(source, parsed, used, rule_ids) -> list[Finding]:
     return problems
 
 
-def lint_paths(paths, select=None, ignore=(), stage: int = DEFAULT_STAGE, fail_on: str = "S1") -> LintReport:
-    """Lint files and directories.  Raises FileNotFoundError, SyntaxError or ValueError
-    (unknown rule id / stage / severity) - the CLI turns them into exit code 2."""
+def max_file_bytes(option: int | None = None) -> int:
+    """The L-LINT-01 bound: *option* (--max-bytes), else $PTOGYM_LINT_MAX_BYTES, else the default."""
+    text = str(option) if option is not None else os.environ.get(MAX_FILE_BYTES_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_MAX_FILE_BYTES
+    source = "--max-bytes" if option is not None else MAX_FILE_BYTES_VARIABLE
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{source} {text!r}: use a positive number of bytes")
+    return int(text)
+
+
+def _check_sizes(files: list[Path], limit: int) -> None:
+    for path in files:
+        size = path.stat().st_size
+        if size > limit:
+            raise ValueError(f"{path}: {size} bytes > {limit} ({MAX_FILE_BYTES_ID}: lint reads files of at most "
+                             f"{limit} bytes; raise it with --max-bytes N or ${MAX_FILE_BYTES_VARIABLE})")
+
+
+def lint_paths(paths, select=None, ignore=(), stage: int = DEFAULT_STAGE, fail_on: str = "S1",
+               max_bytes: int | None = None, kind: str | None = None) -> LintReport:
+    """Lint files and directories, each as the kind its name gives (``file_kind``) or
+    as *kind*.  Raises FileNotFoundError, SyntaxError or ValueError (unknown rule id /
+    stage / severity / kind, a file above the L-LINT-01 size limit) - the CLI turns
+    them into exit code 2."""
     known = [*RULES, NOQA_RULE]
     for rule_id in [*(select or ()), *ignore]:
         if rule_id not in known:
@@ -136,11 +166,17 @@ def lint_paths(paths, select=None, ignore=(), stage: int = DEFAULT_STAGE, fail_o
         raise ValueError(f"--fail-on {fail_on!r}: use one of {', '.join(SEVERITIES)}")
     if not 1 <= stage <= 7:
         raise ValueError(f"--stage {stage}: stages are 1..7")
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"--kind {kind!r}: use one of {', '.join(KINDS)}")
     rule_ids = [r for r in (select or known) if r not in ignore]
     report = LintReport(stage=stage, fail_on=fail_on)
-    for path in python_files(paths):
-        findings, suppressed = lint_source(Source.parse(path), rule_ids, stage)
+    files = python_files(paths)
+    _check_sizes(files, max_file_bytes(max_bytes))
+    for path in files:
+        source = Source.parse(path, kind)
+        findings, suppressed = lint_source(source, rule_ids, stage)
         report.files.append(str(path))
+        report.kinds[str(path)] = source.kind
         report.findings += findings
         report.suppressed += suppressed
     report.findings.sort(key=lambda f: (f.path, f.line, f.col, f.rule))

@@ -45,6 +45,9 @@ def walk_body(function: ast.AST):
             stack.extend(ast.iter_child_nodes(node))
 
 
+KINDS = ("impl", "golden", "test", "host")  # the rules' targets; "impl" is a kernel
+
+
 def file_kind(path: Path) -> str:
     """impl (a kernel), golden, test or host (anything else: op.py, wrappers, tools)."""
     stem = path.stem
@@ -66,9 +69,10 @@ class Source:
     pypto_aliases: set = field(default_factory=lambda: {"pypto"})
 
     @classmethod
-    def parse(cls, path: Path) -> "Source":
+    def parse(cls, path: Path, kind: str | None = None) -> "Source":
+        """*path* parsed, its kind from its name unless *kind* is given."""
         text = path.read_text(encoding="utf-8")
-        source = cls(path, text, ast.parse(text, filename=str(path)), file_kind(path))
+        source = cls(path, text, ast.parse(text, filename=str(path)), kind or file_kind(path))
         for node in ast.walk(source.tree):
             if isinstance(node, ast.Import):
                 source.pypto_aliases |= {a.asname for a in node.names if a.name == "pypto" and a.asname}

@@ -13,8 +13,11 @@ which is always the operator's public function ``op.<name>``.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import importlib
 import importlib.util
+import os
 import sys
 import types
 from dataclasses import dataclass, field
@@ -69,8 +72,62 @@ def _op_module(name: str):
     return importlib.import_module(f"{__name__}.{name}.op")
 
 
-def get_op(name: str) -> OpSpec:
-    return _op_module(name).SPEC
+@dataclass(frozen=True)
+class OpLocation:
+    """Where an operator package lives and the name it is imported under."""
+
+    name: str
+    directory: Path
+    package: str
+
+
+def locate(op: str | Path) -> OpLocation:
+    """The operator package *op* names: a registered operator (``ptogym list``), or
+    the directory of an operator package anywhere (``__init__.py`` and ``op.py``; a
+    scaffold under ``examples/`` or a scratch directory).  Every tool that takes an
+    OP (run, stage, bisect, bench) resolves it here.  A name with a path separator is
+    always a directory.  Raises KeyError naming what was looked for."""
+    text = str(op)
+    path = Path(text)
+    looks_like_path = isinstance(op, Path) or os.sep in text or "/" in text or text in (".", "..")
+    if not looks_like_path and text in OP_NAMES:
+        return OpLocation(text, OPS_DIR / text, f"{__name__}.{text}")
+    if looks_like_path or path.is_dir():
+        return _locate_directory(path)
+    raise KeyError(f"unknown operator {text!r}; known: {', '.join(OP_NAMES)} "
+                   "(or give the directory of an operator package, e.g. examples/add_rms_norm_scale)")
+
+
+def _locate_directory(path: Path) -> OpLocation:
+    missing = [name for name in ("__init__.py", "op.py") if not (path / name).is_file()]
+    if not path.is_dir() or missing:
+        why = "no such directory" if not path.is_dir() else f"it has no {' or '.join(missing)}"
+        raise KeyError(f"operator package {str(path)!r}: {why} (an operator package holds __init__.py and op.py)")
+    directory = path.resolve()
+    if directory.parent == OPS_DIR.resolve() and directory.name in OP_NAMES:  # imported once, under its own name
+        return OpLocation(directory.name, OPS_DIR / directory.name, f"{__name__}.{directory.name}")
+    digest = hashlib.sha1(str(directory).encode()).hexdigest()[:10]
+    package = f"_ptogym_op_{directory.name}_{digest}"
+    if package not in sys.modules:
+        module_spec = importlib.util.spec_from_file_location(package, directory / "__init__.py",
+                                                             submodule_search_locations=[str(directory)])
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[package] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[package]
+            raise
+    return OpLocation(directory.name, path, package)  # the path as given: what the tools print
+
+
+def get_op(op: str | Path) -> OpSpec:
+    """The OpSpec of a registered operator or of the operator package in a directory (``locate``)."""
+    location = locate(op)
+    spec = importlib.import_module(f"{location.package}.op").SPEC
+    if spec.cases_file is None and location.package != f"{__name__}.{location.name}":
+        spec = dataclasses.replace(spec, cases_file=location.directory / "cases.json")  # outside ptogym/ops
+    return spec
 
 
 def all_ops() -> list[OpSpec]:

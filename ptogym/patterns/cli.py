@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import sys
 
+from ptogym._io import save_figure, write_failure
+
 from . import CardError, check_library, edges, load_cards, load_measured, operator_claims, select
 
 OK, ERROR = "[PATTERNS_OK]", "[PATTERNS_ERROR]"
@@ -78,6 +80,9 @@ def _graph(cards, plot_path: str | None) -> int:
         except ImportError as error:
             print(f"--plot needs matplotlib ({error}); pip install 'ptogym[bench]'")
             return 2
+        except OSError as error:
+            print(f"error: --plot: {write_failure(plot_path, error)}")
+            return 2
         print(f"wrote {plot_path}")
     return 0
 
@@ -110,7 +115,7 @@ def draw(cards, path: str) -> None:
     ax.set_yticks([])
     ax.set_title("pattern library: depends_on (blue) and used_by (green)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def _cli(args) -> int:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from ptogym import backends, ops
+from ptogym._io import write_failure, write_text
 from ptogym.backends.base import LaunchReport
 from ptogym.cli import MARKERS, UsageError, check_writable, lenient_exit, verdict, worst_exit
 
@@ -306,8 +307,12 @@ def _run_command(args: argparse.Namespace) -> int:
     exit_code = worst_exit((run.exit_code for run in runs), default=2)
     print("no operator registered" if not runs else "\n".join(run.summary() for run in runs))
     if args.json:
-        _write_json(args.json, {"verdict": MARKERS[exit_code].strip("[]"), "exit_code": exit_code,
-                                "runs": [run.to_dict() for run in runs]})
+        try:
+            _write_json(args.json, {"verdict": MARKERS[exit_code].strip("[]"), "exit_code": exit_code,
+                                    "runs": [run.to_dict() for run in runs]})
+        except OSError as error:
+            print(f"error: --json: {write_failure(args.json, error)}", file=sys.stderr)
+            exit_code = 2
     print(MARKERS[exit_code])
     return exit_code
 
@@ -353,9 +358,7 @@ def _json_safe(value: Any) -> Any:
 
 
 def _write_json(path: str, document: dict) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(_json_safe(document), handle, indent=2, allow_nan=False)
-        handle.write("\n")
+    write_text(path, json.dumps(_json_safe(document), indent=2, allow_nan=False) + "\n")
 
 
 def add_cli(subparsers) -> None:
@@ -364,7 +367,7 @@ def add_cli(subparsers) -> None:
         description="Run case levels; the last line is [PRECISION_PASS] (exit 0), "
                     "[PRECISION_FAIL] (exit 1), [RUN_ERROR] (exit 2) or [PRECISION_PASS_LENIENT] "
                     "(exit 3: within tolerance, but with checks downgraded by PTOGYM_LENIENT / lenient()).")
-    run.add_argument("op", nargs="?", help="operator name (see 'ptogym list')")
+    run.add_argument("op", nargs="?", help="operator name (see 'ptogym list') or operator package directory")
     run.add_argument("levels", nargs="*", help="case ids to run (default: all)")
     run.add_argument("--all", action="store_true", help="the quick cases of every operator")
     run.add_argument("--quick", action="store_true", help="only cases tagged 'quick'")

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.util
 import re
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,7 +62,7 @@ class OpPackage:
 
     @property
     def spec(self):
-        return importlib.import_module(f"{self.python_package}.op").SPEC
+        return ops.get_op(self.directory)
 
     def import_file(self, path: Path) -> ModuleType:
         """A file of the package as a sub-module (relative imports work)."""
@@ -138,27 +136,13 @@ class OpPackage:
                 for path in dict.fromkeys(files)}
 
 
-def _load_by_path(directory: Path) -> OpPackage:
-    digest = hashlib.sha1(str(directory.resolve()).encode()).hexdigest()[:10]
-    package = f"_ptogym_workflow_{directory.name}_{digest}"
-    if package not in sys.modules:
-        spec = importlib.util.spec_from_file_location(package, directory / "__init__.py",
-                                                      submodule_search_locations=[str(directory)])
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[package] = module
-        spec.loader.exec_module(module)
-    return OpPackage(directory.name, directory, package)
-
-
 def resolve(op: str) -> OpPackage:
-    """A registered operator name, or the directory of an operator package."""
-    path = Path(op)
-    if (path / "op.py").is_file() and (path / "__init__.py").is_file():
-        return _load_by_path(path)
-    if op in ops.OP_NAMES:
-        return OpPackage(op, ops.OPS_DIR / op, f"{ops.__name__}.{op}")
-    raise WorkflowError(f"OP {op!r}: not a registered operator ({', '.join(ops.OP_NAMES)}) "
-                        "nor a directory holding an operator package (__init__.py, op.py)")
+    """A registered operator name, or the directory of an operator package (``ptogym.ops.locate``)."""
+    try:
+        location = ops.locate(op)
+    except KeyError as error:
+        raise WorkflowError(f"OP: {error.args[0]}") from None
+    return OpPackage(location.name, location.directory, location.package)
 
 
 def compare_boundaries(outputs, boundaries: dict, case: Case) -> dict:

@@ -9,12 +9,21 @@ tensor hooks for ``ptogym stage``.  Verdict: ``[NEW_OK]`` exit 0, ``[NEW_ERROR]`
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
+import functools
+import importlib.util
 import json
 import keyword
 import re
+import site
+import sys
+import sysconfig
 from pathlib import Path
 
-from ptogym.ops import OPS_DIR
+from ptogym import ops as ops_package
+from ptogym._io import atomic_directory
+from ptogym.ops import OP_NAMES, OPS_DIR
 
 from . import templates
 
@@ -41,7 +50,6 @@ def _kernel_build(name: str, modules: int) -> str:
 def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[str, str]:
     """file name -> text of the package ``op`` (written to ``directory``) with ``modules``
     placeholder modules."""
-    registered = directory.parent.resolve() == OPS_DIR.resolve()  # `ptogym run OP` finds it
     inventory = [f"M{k} scale{k:<6} module{k}_out = {_source(k)} * 2" for k in range(1, modules + 1)]
     golden_steps = [f'h = probe("module{k}_out", h * 2.0)' for k in range(1, modules + 1)]
     files = {
@@ -71,26 +79,106 @@ def package_files(op: str, modules: int, staged: bool, directory: Path) -> dict[
     files["README.md"] = templates.README.substitute(
         op=op, factor=2 ** modules, modules_flag=f" --modules {modules}" if staged else "",
         staged_rows="".join(f"| `{name}` | staged file: modules 1..{k} |\n" for k, name in enumerate(staged_names, 1)),
-        dir=directory, ref=op if registered else directory,
-        run_cases=f"python3 -m ptogym run {op} --quick  # cases against the golden" if registered else
-        f"python3 -m pytest {directory / f'test_{op}.py'}  # cases against the golden")
+        dir=directory, ref=run_reference(directory))
     return files
 
 
+def run_reference(target: Path) -> str:
+    """What the tools take for the package at *target*: its name where this ptogym's
+    registry finds it (ptogym/ops), else its directory."""
+    return target.name if target.parent.resolve() == OPS_DIR.resolve() else str(target)
+
+
 def scaffold(op: str, modules: int | None = None, directory: Path | None = None) -> Path:
-    """Write the package and return its directory; ValueError / FileExistsError on bad input."""
+    """Write the package and return its directory; ValueError / FileExistsError / OSError
+    on bad input or a failed write, with nothing left behind."""
     if not _NAME.match(op) or keyword.iskeyword(op):
         raise ValueError(f"OP {op!r}: use a lower-case Python identifier (letters, digits, _)")
     if modules is not None and not 1 <= modules <= MAX_MODULES:
         raise ValueError(f"--modules {modules}: use 1..{MAX_MODULES} (staged file suffixes are digits)")
-    target = (directory or OPS_DIR) / op
+    parent = default_directory() if directory is None else directory
+    if not parent.is_dir():
+        raise ValueError(f"--dir {parent}: no such directory")
+    if installed := _installed_location(parent):
+        raise ValueError(f"{'--dir ' if directory is not None else ''}{parent} lies in the installed packages "
+                         f"({installed}); run 'ptogym new' in your project or give --dir")
+    target = parent / op
     if target.exists():
         raise FileExistsError(f"{target} already exists; pick another name or remove it")
+    if clash := shadowed_name(op):
+        raise ValueError(f"OP {op!r}: {clash}; pick another name")
     files = package_files(op, modules or 1, modules is not None, target)
-    target.mkdir(parents=True)
-    for name, text in files.items():
-        (target / name).write_text(text, encoding="utf-8")
+    with atomic_directory(target) as folder:  # the package appears whole or not at all
+        for name, text in files.items():
+            (folder / name).write_text(text, encoding="utf-8")
     return target
+
+
+def default_directory(cwd: Path | None = None) -> Path:
+    """``ptogym/ops`` of the ptogym checkout the working directory lies in, else the
+    working directory itself: the user's project, never the installed package."""
+    cwd = Path.cwd() if cwd is None else cwd
+    if _installed_location(cwd):
+        return cwd  # refused by scaffold(), not walked up out of
+    for folder in (cwd, *cwd.parents):
+        ops_dir = folder / "ptogym" / "ops"
+        if (folder / "pyproject.toml").is_file() and (ops_dir / "__init__.py").is_file():
+            return ops_dir
+    return cwd
+
+
+def installed_roots() -> set[str]:
+    """The interpreter's library and site-packages directories."""
+    paths = sysconfig.get_paths()
+    return {paths["purelib"], paths["platlib"], paths["stdlib"], *site.getsitepackages(), site.getusersitepackages()}
+
+
+def _installed_location(directory: Path) -> str | None:
+    """The installed-packages directory holding *directory*, if any."""
+    resolved = directory.resolve()
+    return next((root for root in sorted(installed_roots()) if resolved.is_relative_to(Path(root).resolve())), None)
+
+
+def shadowed_name(op: str) -> str | None:
+    """Why *op* cannot name a package, or None: the package would hide a module Python
+    or ptogym imports (``inplace`` is ``ptogym/ops/inplace.py``, ``json`` the standard
+    library's) or a name its own files define (``launch`` in op.py)."""
+    if op in sys.stdlib_module_names or op in sys.builtin_module_names:
+        return "a module of Python's standard library has that name"
+    if hasattr(builtins, op):
+        return "a Python built-in has that name"
+    if op in OP_NAMES:
+        return f"{op} is a registered operator (ptogym/ops/{op})"
+    if any((OPS_DIR / f"{op}{suffix}").exists() for suffix in (".py", "")):
+        return f"ptogym/ops/{op} exists and ptogym imports it"
+    if op in dir(ops_package):
+        return f"ptogym.ops.{op} is part of the operator registry"
+    if op in _template_names():
+        return f"the package's own files define {op!r}"
+    try:
+        found = importlib.util.find_spec(op)
+    except (ImportError, ValueError):
+        found = None
+    if found is not None:
+        return f"an installed module has that name ({found.origin or found.name})"
+    return None
+
+
+@functools.cache
+def _template_names() -> frozenset:
+    """Every module-level name the scaffold's Python files bind (imports, defs, constants)."""
+    names = set()
+    for name, text in package_files("placeholder_op", 2, True, OPS_DIR / "placeholder_op").items():
+        if name.endswith(".py"):
+            names |= {Path(name).stem}
+            for node in ast.parse(text).body:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+                elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                elif isinstance(node, ast.Assign):
+                    names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+    return frozenset(name for name in names if "placeholder_op" not in name)
 
 
 def command(args: argparse.Namespace) -> int:
@@ -102,7 +190,5 @@ def command(args: argparse.Namespace) -> int:
         return 2
     for path in sorted(target.iterdir()):
         print(f"  {path}")
-    run_name = args.op if args.dir is None else str(target)
-    next_step = f"ptogym run {args.op} --quick" if args.dir is None else f"ptogym stage {run_name}"
-    print(f"[NEW_OK] {target}: {len(list(target.iterdir()))} files; next: {next_step}")
+    print(f"[NEW_OK] {target}: {len(list(target.iterdir()))} files; next: ptogym run {run_reference(target)} --quick")
     return 0

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -37,6 +35,7 @@ from functools import partial
 from pathlib import Path
 
 from ptogym import backends
+from ptogym._io import write_failure, write_files
 from ptogym.cli import EXIT_LENIENT, worst_exit
 from ptogym.interp.checks import is_lenient, watching_leniency
 from ptogym.verify.runner import open_backend
@@ -269,21 +268,8 @@ def write_log(log: StageLog, log_dir: Path) -> list[Path]:
     md, js = log_dir / "stage_log.md", log_dir / "stage_log.json"
     document = {"op": log.op, "case": log.case, "backend": log.backend, "verdict": MARKERS[log.exit_code].strip("[]"),
                 "exit_code": log.exit_code, "modules": [asdict(entry) for entry in log.modules]}
-    _write_atomically(md, markdown(log))
-    _write_atomically(js, json.dumps(document, indent=2, default=str) + "\n")
+    write_files({md: markdown(log), js: json.dumps(document, indent=2, default=str) + "\n"})
     return [md, js]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """A reader (or a cut-off) sees the old file or the new one, never half of one."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 # ------------------------------------------------------------------ CLI
@@ -306,6 +292,11 @@ def command(args: argparse.Namespace) -> int:
         if entry.details and (entry.verdict == FAIL or (entry.verdict == ERROR and getattr(args, "debug", False))):
             print(entry.details.rstrip())  # compare reports; a traceback only with --debug
     directory = args.log_dir or resolve(args.op).directory / "verification"
-    print("log: " + ", ".join(str(p) for p in write_log(log, directory)))
+    try:
+        print("log: " + ", ".join(str(p) for p in write_log(log, directory)))
+    except OSError as error:
+        print(f"error: log: {write_failure(directory / 'stage_log.md', error)}")
+        print(f"{MARKERS[2]} {log.op}: log not written; the modules' verdict was: {log.verdict_line()}")
+        return 2
     print(log.verdict_line())
     return log.exit_code

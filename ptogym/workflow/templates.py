@@ -215,7 +215,7 @@ $staged_rows| `op.py` | API, input rules and `SPEC` |
 | `test_$op.py` | the quick cases against the golden |
 
 ```bash
-$run_cases
+python3 -m ptogym run $ref --quick   # cases against the golden
 python3 -m ptogym stage $ref     # module files against the golden's boundary tensors
 python3 -m ptogym bisect $ref    # first kernel op diverging from a golden probe
 python3 -m ptogym lint $dir      # OLxx rules
