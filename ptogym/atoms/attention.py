@@ -1,0 +1,63 @@
+"""Attention atoms on tiles: scores on the cube (AT-12), the online-softmax update with
+P·V on the cube (AT-01, AT-13), and the final normalisation with the log-sum-exp.
+
+The running state of one block of query rows lives in three fp32 workspaces the
+calling kernel creates with ``pypto.tensor`` (a loop body is traced once, so a state
+carried across ``pypto.loop`` iterations must be written into memory with ``ws[:] =``,
+not rebound as a Python name):
+
+    acc [rows, D]    un-normalised output sum_j exp(s_ij - m_i) v_j
+    row_sum [rows, 1]  l_i = sum_j exp(s_ij - m_i)
+    row_max [rows, 1]  m_i = max_j s_ij (scaled scores)
+
+``start_state`` fills them (m = ``MASKED``, a finite stand-in for -inf, so that
+exp(m_old - m_new) is an exact 0 on the first block and never inf - inf); every key
+block then calls ``online_softmax_step``; ``finish`` divides and gives
+lse = m + log(l).  Masked scores carry ``MASKED`` too: a row's first block always
+holds at least one key it may see (the kernels order their blocks so), so m_new is a
+real score and every masked exp underflows to 0.
+
+Tile validity (AT-20): a key block shorter than its tile is a view with a smaller
+``valid_shape``; the score tile is re-viewed with the same valid extent, so the row
+max, the exp and the row sum see only real keys, and P·V multiplies over the valid
+inner extent of both operands (pypto requires them to agree).
+"""
+
+MASKED = -1.0e30  # fp32 score of a masked key: exp(MASKED - m) == 0 for any real m
+
+
+def scores(pypto, q, k, scale, keys, k_tile: int):
+    """(q [rows, D] @ k [k_tile, D]^T) * scale in fp32, valid [rows, keys] (AT-12)."""
+    rows = q.shape[0]
+    s = pypto.matmul(q, k, pypto.DT_FP32, b_trans=True)
+    s = pypto.view(s, [rows, k_tile], [0, 0], valid_shape=[rows, keys])
+    return pypto.mul(s, scale)
+
+
+def start_state(pypto, acc, row_sum, row_max):
+    """acc = 0, l = 0, m = MASKED."""
+    acc[:] = pypto.full(acc.shape, 0.0, pypto.DT_FP32)
+    row_sum[:] = pypto.full(row_sum.shape, 0.0, pypto.DT_FP32)
+    row_max[:] = pypto.full(row_max.shape, MASKED, pypto.DT_FP32)
+
+
+def online_softmax_step(pypto, s, v, acc, row_sum, row_max, p_dtype):
+    """Fold one key block into the state (AT-01), P·V on the cube (AT-13).
+
+    s [rows, keys] fp32 scaled (and masked) scores; v [keys, D] of ``p_dtype``:
+
+        m_new = max(m, rowmax(s));  p = exp(s - m_new);  alpha = exp(m - m_new)
+        l = alpha * l + rowsum(p);  acc = alpha * acc + cast(p, p_dtype) @ v
+    """
+    m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
+    p = pypto.exp(pypto.sub(s, m_new))
+    alpha = pypto.exp(pypto.sub(row_max, m_new))
+    row_sum[:] = pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True))
+    row_max[:] = m_new
+    pv = pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32)
+    acc[:] = pypto.add(pypto.mul(acc, alpha), pv)
+
+
+def finish(pypto, acc, row_sum, row_max):
+    """(acc / l fp32 [rows, D], lse = m + log(l) fp32 [rows, 1])."""
+    return pypto.div(acc, row_sum), pypto.add(row_max, pypto.log(row_sum))

@@ -1,0 +1,148 @@
+"""Flash attention, prefill (SK-01: C1 scores, V1 online softmax, C2 P·V) as a PyPTO kernel.
+
+    q [B * Sq, Hq * D], k, v [B * Skv, Hkv * D] (the caller's [B, S, H, D], viewed flat)
+    out [B * Sq, Hq * D] in q's dtype; lse [B * Hq * Sq, 1] fp32
+
+Per batch b, kv head, query head of its group and block of ``q_block`` query rows:
+the rows' q tile is a strided view of q (row b * Sq + q0, column h * D), each key
+block a view of k and v (``kv_block`` rows), and the state (``ptogym.atoms.attention``)
+folds one key block after another.  Sq is static, so the last, shorter q block is a
+second static instance of the block code; a key block shorter than ``kv_block`` (the
+sequence's tail, or the causal prefix) is a view with a smaller ``valid_shape`` (AT-20).
+
+Causal (aligned bottom-right as flash-attn: query row i sees keys j <= i + Skv - Sq):
+for the q block [q0, q0 + rows) every key before q0 + Skv - Sq is visible to every
+row, so those are walked in whole key blocks without a mask; the block's diagonal
+square [q0 + Skv - Sq, + rows) comes last with a fixed lower-triangular bias
+(``mask``, [q_block, q_block], 0 / ``MASKED``: the operator builds it once).  Every
+row of the diagonal sees its own diagonal key, so no row of a block is ever all
+masked.  Rows i < Sq - Skv see no key at all (``first_row``): the kernel writes their
+out = 0 and lse = -inf without attending.
+
+No torch here: ``build`` receives the ``pypto`` namespace.
+"""
+from ptogym.atoms.attention import finish, online_softmax_step, scores, start_state
+
+Q_BLOCK = 128
+KV_BLOCK = 128
+VEC_ROWS = 32  # [32, 128] fp32 vector tiles: three operands of a binary op in 48 KB of the 192 KB UB
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {}
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def first_row(q_len: int, kv_len: int, causal: bool) -> int:
+    """The first query row that sees a key (0 unless causal with Sq > Skv)."""
+    return max(0, q_len - kv_len) if causal else 0
+
+
+def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
+          causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS):
+    """The jit kernel: kernel(q, k, v, mask, out, lse, scale) with mask [q_block, q_block] fp32 when
+    causal, else kernel(q, k, v, out, lse, scale)."""
+    dt = getattr(pypto, dtype)
+    fp32 = pypto.DT_FP32
+    group = heads // kv_heads
+    shift = kv_len - q_len  # query row i is aligned with key row i + shift
+    row0 = first_row(q_len, kv_len, causal)
+    kv_blocks = ceil_div(kv_len, kv_block)
+
+    def attend(q_tile, k, v, bias, scale, state, rows, key_row, keys, kv_col, tile_keys):
+        """Fold keys [key_row, key_row + keys) of k/v (column kv_col) into state."""
+        k_tile = pypto.view(k, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
+        v_tile = pypto.view(v, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
+        m, n = (min(128, ceil_div(extent, 16) * 16) for extent in (rows, tile_keys))  # the cube's 16-row fractal
+        pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
+        s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
+        if bias is not None:
+            s = pypto.add(s, bias)
+        pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
+        online_softmax_step(pypto, s, v_tile, *state, dt)
+
+    def all_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kv_col):
+        """Non-causal: every key block of the sequence."""
+        for kb in pypto.loop(kv_blocks, name="LOOP_KV", idx_name="kb"):
+            keys = (kv_len - kb * kv_block).min(kv_block)
+            attend(q_tile, k, v, None, scale, state, rows, b * kv_len + kb * kv_block, keys, kv_col, kv_block)
+
+    def causal_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kv_col):
+        """Causal: the keys every row sees, then the diagonal square under the mask."""
+        visible = q0 + shift
+        for kb in pypto.loop(pypto.ceildiv(visible, kv_block), name="LOOP_KV", idx_name="kb"):
+            keys = (visible - kb * kv_block).min(kv_block)
+            attend(q_tile, k, v, None, scale, state, rows, b * kv_len + kb * kv_block, keys, kv_col, kv_block)
+        bias = pypto.view(mask, [rows, rows], [0, 0])
+        attend(q_tile, k, v, bias, scale, state, rows, b * kv_len + visible, rows, kv_col, rows)
+
+    walk_keys = causal_keys if causal else all_keys
+
+    def query_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows):
+        """Rows [q0, q0 + rows) of query head h (a static count) -> out, lse."""
+        state = (pypto.tensor([rows, head_dim], fp32, "acc"), pypto.tensor([rows, 1], fp32, "row_sum"),
+                 pypto.tensor([rows, 1], fp32, "row_max"))
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+        start_state(pypto, *state)
+        q_tile = pypto.view(q, [rows, head_dim], [b * q_len + q0, h * head_dim])
+        walk_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kvh * head_dim)
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+        o, row_lse = finish(pypto, *state)
+        pypto.assemble(pypto.cast(o, dt), [b * q_len + q0, h * head_dim], out)
+        pypto.assemble(row_lse, [(b * heads + h) * q_len + q0, 0], lse)
+
+    def unseen_block(out, lse, b, h, q0, rows):
+        """Rows [q0, q0 + rows) that see no key: out = 0, lse = -inf."""
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+        pypto.assemble(pypto.full([rows, head_dim], 0.0, dt), [b * q_len + q0, h * head_dim], out)
+        pypto.assemble(pypto.full([rows, 1], float("-inf"), fp32), [(b * heads + h) * q_len + q0, 0], lse)
+
+    def in_blocks(first, count, name, visit):
+        """visit(q0, rows) for rows [first, first + count): whole q blocks in a loop, then
+        the shorter tail (static sizes both)."""
+        whole, tail = divmod(count, q_block)
+        if whole:
+            for qb in pypto.loop(whole, name=name, idx_name="qb"):
+                visit(first + qb * q_block, q_block)
+        if tail:
+            visit(first + whole * q_block, tail)
+
+    def query_blocks(q, k, v, mask, out, lse, scale, b, kvh, h):
+        in_blocks(0, row0, "LOOP_UNSEEN", lambda q0, rows: unseen_block(out, lse, b, h, q0, rows))
+        in_blocks(row0, q_len - row0, "LOOP_Q",
+                  lambda q0, rows: query_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows))
+
+    def all_heads(q, k, v, mask, out, lse, scale):
+        for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
+            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
+                for g in pypto.loop(group, name="LOOP_G", idx_name="g"):
+                    query_blocks(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
+
+    # two signatures: a non-causal kernel has no mask parameter to leave unread
+    @pypto.frontend.jit()
+    def causal_flash_attention_kernel(
+        q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
+        k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
+        v: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
+        mask: pypto.Tensor([q_block, q_block], fp32),
+        out: pypto.Tensor([batch * q_len, heads * head_dim], dt),
+        lse: pypto.Tensor([batch * heads * q_len, 1], fp32),
+        scale: float,
+    ):
+        all_heads(q, k, v, mask, out, lse, scale)
+
+    @pypto.frontend.jit()
+    def flash_attention_kernel(
+        q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
+        k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
+        v: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
+        out: pypto.Tensor([batch * q_len, heads * head_dim], dt),
+        lse: pypto.Tensor([batch * heads * q_len, 1], fp32),
+        scale: float,
+    ):
+        all_heads(q, k, v, None, out, lse, scale)
+
+    return causal_flash_attention_kernel if causal else flash_attention_kernel
