@@ -40,6 +40,22 @@ def first_row(q_len: int, kv_len: int, causal: bool) -> int:
     return max(0, q_len - kv_len) if causal else 0
 
 
+def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None):
+    """One C1-V1-C2 step: scores of q_tile [rows, D] against k_tile [tile_keys, D] (valid
+    ``keys`` rows), the optional additive ``bias`` [rows, tile_keys], then the online
+    softmax and P·V into ``state``; sets the cube and vector tiles each stage needs."""
+    rows, head_dim = q_tile.shape
+    tile_keys = k_tile.shape[0]
+    m, n = (min(128, ceil_div(extent, 16) * 16) for extent in (rows, tile_keys))  # the cube's 16-row fractal
+    pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
+    s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
+    pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
+    if bias is not None:
+        s = pypto.add(s, bias)
+    pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
+    online_softmax_step(pypto, s, v_tile, *state, p_dtype)
+
+
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS):
     """The jit kernel: kernel(q, k, v, mask, out, lse, scale) with mask [q_block, q_block] fp32 when
@@ -55,14 +71,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         """Fold keys [key_row, key_row + keys) of k/v (column kv_col) into state."""
         k_tile = pypto.view(k, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
         v_tile = pypto.view(v, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
-        m, n = (min(128, ceil_div(extent, 16) * 16) for extent in (rows, tile_keys))  # the cube's 16-row fractal
-        pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
-        s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
-        pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
-        if bias is not None:
-            s = pypto.add(s, bias)
-        pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
-        online_softmax_step(pypto, s, v_tile, *state, dt)
+        attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, bias)
 
     def all_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kv_col):
         """Non-causal: every key block of the sequence."""
