@@ -10,6 +10,10 @@ not rebound as a Python name):
     row_sum [rows, 1]  l_i = sum_j exp(s_ij - m_i)
     row_max [rows, 1]  m_i = max_j s_ij (scaled scores)
 
+When every key fits one block (single-pass attention, SK-02) there is no state:
+``standard_softmax`` (AT-02) gives p, m and l at once and ``finish`` takes them as
+they are.
+
 ``start_state`` fills them (m = ``MASKED``, a finite stand-in for -inf, so that
 exp(m_old - m_new) is an exact 0 on the first block and never inf - inf); every key
 block then calls ``online_softmax_step``; ``finish`` divides and gives
@@ -56,6 +60,14 @@ def online_softmax_step(pypto, s, v, acc, row_sum, row_max, p_dtype):
     row_max[:] = m_new
     pv = pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32)
     acc[:] = pypto.add(pypto.mul(acc, alpha), pv)
+
+
+def standard_softmax(pypto, s):
+    """AT-02 on one whole row block: (p = exp(s - rowmax(s)), rowmax, rowsum(p)), fp32;
+    the caller divides after P·V (one [rows, D] division instead of [rows, keys])."""
+    row_max = pypto.amax(s, dim=-1, keepdim=True)
+    p = pypto.exp(pypto.sub(s, row_max))
+    return p, row_max, pypto.sum(p, dim=-1, keepdim=True)
 
 
 def finish(pypto, acc, row_sum, row_max):

@@ -21,7 +21,7 @@ out = 0 and lse = -inf without attending.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.attention import finish, online_softmax_step, scores, start_state
+from ptogym.atoms.attention import finish, online_softmax_step, scores, standard_softmax, start_state
 
 Q_BLOCK = 128
 KV_BLOCK = 128
@@ -35,6 +35,11 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def cube_rows(extent: int) -> int:
+    """A cube tile edge for ``extent`` rows: rounded up to the 16-row fractal, at most 128."""
+    return min(128, ceil_div(extent, 16) * 16)
+
+
 def first_row(q_len: int, kv_len: int, causal: bool) -> int:
     """The first query row that sees a key (0 unless causal with Sq > Skv)."""
     return max(0, q_len - kv_len) if causal else 0
@@ -46,10 +51,10 @@ def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec
     softmax and P·V into ``state``; sets the cube and vector tiles each stage needs."""
     rows, head_dim = q_tile.shape
     tile_keys = k_tile.shape[0]
-    m, n = (min(128, ceil_div(extent, 16) * 16) for extent in (rows, tile_keys))  # the cube's 16-row fractal
+    m, n = cube_rows(rows), cube_rows(tile_keys)
     pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
-    s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
     pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
+    s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
     if bias is not None:
         s = pypto.add(s, bias)
     pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
@@ -90,6 +95,24 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
 
     walk_keys = causal_keys if causal else all_keys
 
+    def single_pass_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows):
+        """SK-02: every key in one block, so one standard softmax (AT-02) and no state."""
+        q_tile = pypto.view(q, [rows, head_dim], [b * q_len + q0, h * head_dim])
+        k_tile, v_tile = (pypto.view(t, [kv_len, head_dim], [b * kv_len, kvh * head_dim]) for t in (k, v))
+        m, n = cube_rows(rows), cube_rows(kv_len)
+        pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
+        s = scores(pypto, q_tile, k_tile, scale, kv_len, kv_len)
+        p, row_max, row_sum = standard_softmax(pypto, s)
+        pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
+        acc = pypto.matmul(pypto.cast(p, dt), v_tile, fp32)
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+        write_rows(out, lse, b, h, q0, *finish(pypto, acc, row_sum, row_max))
+
+    def write_rows(out, lse, b, h, q0, o, row_lse):
+        pypto.assemble(pypto.cast(o, dt), [b * q_len + q0, h * head_dim], out)
+        pypto.assemble(row_lse, [(b * heads + h) * q_len + q0, 0], lse)
+
     def query_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows):
         """Rows [q0, q0 + rows) of query head h (a static count) -> out, lse."""
         state = (pypto.tensor([rows, head_dim], fp32, "acc"), pypto.tensor([rows, 1], fp32, "row_sum"),
@@ -99,9 +122,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         q_tile = pypto.view(q, [rows, head_dim], [b * q_len + q0, h * head_dim])
         walk_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kvh * head_dim)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
-        o, row_lse = finish(pypto, *state)
-        pypto.assemble(pypto.cast(o, dt), [b * q_len + q0, h * head_dim], out)
-        pypto.assemble(row_lse, [(b * heads + h) * q_len + q0, 0], lse)
+        write_rows(out, lse, b, h, q0, *finish(pypto, *state))
 
     def unseen_block(out, lse, b, h, q0, rows):
         """Rows [q0, q0 + rows) that see no key: out = 0, lse = -inf."""
@@ -122,7 +143,9 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
     def query_blocks(q, k, v, mask, out, lse, scale, b, kvh, h):
         in_blocks(0, row0, "LOOP_UNSEEN", lambda q0, rows: unseen_block(out, lse, b, h, q0, rows))
         in_blocks(row0, q_len - row0, "LOOP_Q",
-                  lambda q0, rows: query_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows))
+                  lambda q0, rows: visit_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows))
+
+    visit_block = single_pass_block if not causal and kv_len <= kv_block else query_block
 
     def all_heads(q, k, v, mask, out, lse, scale):
         for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
