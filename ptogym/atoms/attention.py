@@ -16,7 +16,7 @@ they are.
 
 ``start_state`` fills them (m = ``MASKED``, a finite stand-in for -inf, so that
 exp(m_old - m_new) is an exact 0 on the first block and never inf - inf); every key
-block then calls ``online_softmax_step``; ``finish`` divides and gives
+block then calls ``rescale_state`` and ``accumulate`` (P·V); ``finish`` divides and gives
 lse = m + log(l).  Masked scores carry ``MASKED`` too: a row's first block always
 holds at least one key it may see (the kernels order their blocks so), so m_new is a
 real score and every masked exp underflows to 0.
@@ -45,19 +45,25 @@ def start_state(pypto, acc, row_sum, row_max):
     row_max[:] = pypto.full(row_max.shape, MASKED, pypto.DT_FP32)
 
 
-def online_softmax_step(pypto, s, v, acc, row_sum, row_max, p_dtype):
-    """Fold one key block into the state (AT-01), P·V on the cube (AT-13).
+def rescale_state(pypto, s, row_sum, row_max):
+    """Fold one key block's scores into l and m (AT-01, the vector half of a step);
+    returns (p, alpha) for ``accumulate``.
 
-    s [rows, keys] fp32 scaled (and masked) scores; v [keys, D] of ``p_dtype``:
+    s [rows, keys] fp32 scaled (and masked) scores:
 
         m_new = max(m, rowmax(s));  p = exp(s - m_new);  alpha = exp(m - m_new)
-        l = alpha * l + rowsum(p);  acc = alpha * acc + cast(p, p_dtype) @ v
+        l = alpha * l + rowsum(p);  m = m_new
     """
     m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
     p = pypto.exp(pypto.sub(s, m_new))
     alpha = pypto.exp(pypto.sub(row_max, m_new))
     row_sum[:] = pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True))
     row_max[:] = m_new
+    return p, alpha
+
+
+def accumulate(pypto, p, v, acc, alpha, p_dtype):
+    """acc = alpha * acc + cast(p, p_dtype) @ v (AT-13 on the cube, fp32 accumulator)."""
     pv = pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32)
     acc[:] = pypto.add(pypto.mul(acc, alpha), pv)
 

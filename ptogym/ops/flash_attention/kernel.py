@@ -21,14 +21,24 @@ out = 0 and lse = -inf without attending.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.attention import finish, online_softmax_step, scores, standard_softmax, start_state
+from ptogym.atoms.attention import accumulate, finish, rescale_state, scores, standard_softmax, start_state
 
 Q_BLOCK = 128
 KV_BLOCK = 128
 VEC_ROWS = 32  # [32, 128] fp32 vector tiles: three operands of a binary op in 48 KB of the 192 KB UB
 
-#: Build kwargs of other configurations, simulated side by side by the benchmarks.
-VARIANTS = {}
+#: Build kwargs of other configurations, simulated side by side by the benchmarks
+#: (hashable: ``fixed_tiles`` and ``pass_options`` as pairs).
+VARIANTS = {
+    # upstream pypto's Python flash-attention step (python/tests/st/operator/test_page_attention.py,
+    # r0.2.0): 32 query rows against one 128-key block per step, cube tiles m 32, k 64, n 128
+    # for both matmuls, vector tiles [32, 64]; applied to this kernel's loop structure.
+    "upstream": {"q_block": 32, "kv_block": 128,
+                 "fixed_tiles": (("c1", ((32, 32), (64, 64), (128, 128))), ("v1", (32, 64)),
+                                 ("c2", ((32, 32), (64, 64), (128, 128))))},
+    # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
+    "merged": {"merge_vector_chain": True},
+}
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -45,26 +55,44 @@ def first_row(q_len: int, kv_len: int, causal: bool) -> int:
     return max(0, q_len - kv_len) if causal else 0
 
 
-def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None):
+def step_tiles(rows: int, keys: int, head_dim: int, vec_rows: int) -> dict:
+    """Tile shapes of one C1-V1-C2 step for a [rows, D] q tile and a ``keys``-row key tile:
+    the score matmul (C1), its vector chain (V1), the P·V matmul (C2)."""
+    m, n = cube_rows(rows), cube_rows(keys)
+    return {"c1": ([m, m], [head_dim, head_dim], [n, n]), "v1": (min(vec_rows, rows), n),
+            "c2": ([m, m], [n, n], [head_dim, head_dim])}
+
+
+def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None,
+                 fixed_tiles=None, merge_vector_chain=False):
     """One C1-V1-C2 step: scores of q_tile [rows, D] against k_tile [tile_keys, D] (valid
     ``keys`` rows), the optional additive ``bias`` [rows, tile_keys], then the online
-    softmax and P·V into ``state``; sets the cube and vector tiles each stage needs."""
-    rows, head_dim = q_tile.shape
-    tile_keys = k_tile.shape[0]
-    m, n = cube_rows(rows), cube_rows(tile_keys)
-    pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
-    pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
-    s = scores(pypto, q_tile, k_tile, scale, keys, tile_keys)
+    softmax and P·V into ``state``.  Sets the tiles each stage needs (``step_tiles``, or
+    ``fixed_tiles``: pairs with the same keys); ``merge_vector_chain`` makes the scale, mask and
+    state update one task (``sg_set_scope``, AT-21)."""
+    tiles = dict(fixed_tiles or ()) or step_tiles(q_tile.shape[0], k_tile.shape[0], q_tile.shape[1], vec_rows)
+    pypto.set_cube_tile_shapes(*tiles["c1"])
+    pypto.set_vec_tile_shapes(*tiles["v1"])
+    s = scores(pypto, q_tile, k_tile, scale, keys, k_tile.shape[0])
+    if merge_vector_chain:
+        pypto.set_pass_options(sg_set_scope=1)
     if bias is not None:
         s = pypto.add(s, bias)
-    pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
-    online_softmax_step(pypto, s, v_tile, *state, p_dtype)
+    acc, row_sum, row_max = state
+    p, alpha = rescale_state(pypto, s, row_sum, row_max)
+    if merge_vector_chain:
+        pypto.set_pass_options(sg_set_scope=-1)
+    pypto.set_cube_tile_shapes(*tiles["c2"])
+    accumulate(pypto, p, v_tile, acc, alpha, p_dtype)
 
 
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
-          causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS):
+          causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
+          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=()):
     """The jit kernel: kernel(q, k, v, mask, out, lse, scale) with mask [q_block, q_block] fp32 when
-    causal, else kernel(q, k, v, out, lse, scale)."""
+    causal, else kernel(q, k, v, out, lse, scale).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
+    replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
+    ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -76,7 +104,8 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         """Fold keys [key_row, key_row + keys) of k/v (column kv_col) into state."""
         k_tile = pypto.view(k, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
         v_tile = pypto.view(v, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
-        attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, bias)
+        attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, bias, fixed_tiles,
+                     merge_vector_chain)
 
     def all_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kv_col):
         """Non-causal: every key block of the sequence."""
@@ -99,12 +128,12 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         """SK-02: every key in one block, so one standard softmax (AT-02) and no state."""
         q_tile = pypto.view(q, [rows, head_dim], [b * q_len + q0, h * head_dim])
         k_tile, v_tile = (pypto.view(t, [kv_len, head_dim], [b * kv_len, kvh * head_dim]) for t in (k, v))
-        m, n = cube_rows(rows), cube_rows(kv_len)
-        pypto.set_cube_tile_shapes([m, m], [head_dim, head_dim], [n, n])
-        pypto.set_vec_tile_shapes(min(vec_rows, rows), n)
+        tiles = dict(fixed_tiles or ()) or step_tiles(rows, kv_len, head_dim, vec_rows)
+        pypto.set_cube_tile_shapes(*tiles["c1"])
+        pypto.set_vec_tile_shapes(*tiles["v1"])
         s = scores(pypto, q_tile, k_tile, scale, kv_len, kv_len)
         p, row_max, row_sum = standard_softmax(pypto, s)
-        pypto.set_cube_tile_shapes([m, m], [n, n], [head_dim, head_dim])
+        pypto.set_cube_tile_shapes(*tiles["c2"])
         acc = pypto.matmul(pypto.cast(p, dt), v_tile, fp32)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         write_rows(out, lse, b, h, q0, *finish(pypto, acc, row_sum, row_max))
@@ -154,7 +183,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
                     query_blocks(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
 
     # two signatures: a non-causal kernel has no mask parameter to leave unread
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def causal_flash_attention_kernel(
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
@@ -166,7 +195,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
     ):
         all_heads(q, k, v, mask, out, lse, scale)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def flash_attention_kernel(
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),

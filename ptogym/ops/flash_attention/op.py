@@ -185,6 +185,6 @@ SPEC = OpSpec(
     output_names=("out", "lse"),
     attr_names=("causal", "scale"),
     required_levels=("level0", "level1", "level2", "level3", "level4"),
-    extra={"patterns": ("SK-01", "AT-01", "AT-12", "AT-13", "AT-20"), "variants": tuple(kernel.VARIANTS),
+    extra={"patterns": ("SK-01", "SK-02", "AT-01", "AT-02", "AT-12", "AT-13", "AT-20", "AT-21"), "variants": tuple(kernel.VARIANTS),
            "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )

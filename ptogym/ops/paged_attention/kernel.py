@@ -20,12 +20,25 @@ from ptogym.atoms.attention import finish, start_state
 from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_block
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
-VARIANTS = {}
+VARIANTS = {
+    # upstream pypto's incremental flash attention (models/experimental/attention/
+    # incre_flash_attention_impl.py, r0.2.0): cube tiles 128 x 128 x 128 for both matmuls,
+    # vector tiles 64 rows, the softmax chain merged with sg_set_scope, cube_l1_reuse_setting
+    # {0: 8}.  Upstream also gathers 4 blocks (512 keys) into a workspace per step; here the
+    # blocks stay in-place views, one per step.
+    "upstream": {"fixed_tiles": (("c1", ((128, 128), (128, 128), (128, 128))), ("v1", (64, 128)),
+                                 ("c2", ((128, 128), (128, 128), (128, 128)))),
+                 "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),)},
+    # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
+    "merged": {"merge_vector_chain": True},
+}
 
 
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
-          max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS):
-    """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale)."""
+          max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
+          pass_options=()):
+    """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the last
+    three kwargs as in ``ptogym.ops.flash_attention.kernel.build``."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -46,12 +59,13 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                                 valid_shape=[keys, head_dim])
             v_tile = pypto.view(v_cache, [block_size, head_dim], [block * block_size, kvh * head_dim],
                                 valid_shape=[keys, head_dim])
-            attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows)
+            attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, None, fixed_tiles,
+                         merge_vector_chain)
         pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
         o, _ = finish(pypto, *state)
         pypto.assemble(pypto.cast(o, dt), [b * heads + kvh * group, 0], out)
 
-    @pypto.frontend.jit()
+    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def paged_attention_kernel(
         q: pypto.Tensor([batch * heads, head_dim], dt),
         k_cache: pypto.Tensor([slots, width], dt),

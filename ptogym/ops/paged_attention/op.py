@@ -251,6 +251,6 @@ SPEC = OpSpec(
     output_names=("out",),
     attr_names=("seq_lens", "scale"),
     required_levels=("level0", "level1", "level2", "level3"),
-    extra={"patterns": ("SK-01", "AT-17", "AT-20", "AT-01"), "variants": tuple(kernel.VARIANTS),
+    extra={"patterns": ("SK-01", "AT-01", "AT-12", "AT-13", "AT-17", "AT-20", "AT-21"), "variants": tuple(kernel.VARIANTS),
            "sim_summary": measure.summarizer(hbm_bytes)},
 )
