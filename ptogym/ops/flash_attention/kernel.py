@@ -89,8 +89,8 @@ def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
           fixed_tiles=None, merge_vector_chain: bool = False, pass_options=()):
-    """The jit kernel: kernel(q, k, v, mask, out, lse, scale) with mask [q_block, q_block] fp32 when
-    causal, else kernel(q, k, v, out, lse, scale).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
+    """The jit kernel: kernel(q, k, v, mask, out, lse, scale); mask [q_block, q_block] fp32 is the
+    diagonal block's bias (read only when causal).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
     ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit."""
     dt = getattr(pypto, dtype)
@@ -176,15 +176,8 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
 
     visit_block = single_pass_block if not causal and kv_len <= kv_block else query_block
 
-    def all_heads(q, k, v, mask, out, lse, scale):
-        for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
-            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
-                for g in pypto.loop(group, name="LOOP_G", idx_name="g"):
-                    query_blocks(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
-
-    # two signatures: a non-causal kernel has no mask parameter to leave unread
     @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
-    def causal_flash_attention_kernel(
+    def flash_attention_kernel(
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
         v: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
@@ -193,17 +186,10 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         lse: pypto.Tensor([batch * heads * q_len, 1], fp32),
         scale: float,
     ):
-        all_heads(q, k, v, mask, out, lse, scale)
+        pypto.set_vec_tile_shapes(vec_rows, head_dim)
+        for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
+            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
+                for g in pypto.loop(group, name="LOOP_G", idx_name="g"):
+                    query_blocks(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
 
-    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
-    def flash_attention_kernel(
-        q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
-        k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
-        v: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
-        out: pypto.Tensor([batch * q_len, heads * head_dim], dt),
-        lse: pypto.Tensor([batch * heads * q_len, 1], fp32),
-        scale: float,
-    ):
-        all_heads(q, k, v, None, out, lse, scale)
-
-    return causal_flash_attention_kernel if causal else flash_attention_kernel
+    return flash_attention_kernel
