@@ -2,13 +2,20 @@
 (same dtype, same inputs), side by side, at each operator's largest CI level.
 
     python benchmarks/bench_attention.py [--repeat 5] [--threads 1] [--levels LEVEL ...]
+    python benchmarks/bench_attention.py --sim [--ops OP ...] [--levels LEVEL ...] [--json F]
 
 Prints one line per operator and level: interpreter ms, SDPA ms (best of ``--repeat``,
 alternating) and their ratio; exit status 1 when a ratio is above the 3x target.  For
 paged decode the torch side includes gathering each sequence's blocks (it has no
-paged kernel).  Simulated device figures are in ``ptogym bench``.
+paged kernel).
+
+``--sim`` (under ``flock /tmp/ptogym-pypto.lock``) instead simulates the default kernel
+and every variant (``kernel.VARIANTS``: upstream's configuration among them) under
+pypto 0.2.0's cost model, timings only, and prints µs, the speed-up over upstream and
+TFLOPS against the cube peak (prefill) or GB/s against the 1382 GB/s DDR rate (decode).
 """
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -63,16 +70,46 @@ def wall(fn) -> float:
     return time.perf_counter() - start
 
 
+def simulate(op_names, levels, json_path) -> int:
+    from ptogym.bench import _simulate
+
+    rows = []
+    for name in op_names:
+        spec = get_op(name)
+        for case in [c for c in load_cases(spec.cases_path, spec) if c.id in levels]:
+            results = _simulate(spec, case, make_case_inputs(spec, case))
+            upstream = results.get("upstream", {}).get("simulated_us")
+            for variant, result in results.items():
+                us = result["simulated_us"]
+                speedup = f"{upstream / us:.2f}x vs upstream" if upstream and us else ""
+                print(f"{name} {case.id} {variant}: {us:.1f} us, {result['tasks']} tasks; {speedup}; "
+                      f"{result.get('summary', '')}", flush=True)
+                rows.append({"op": name, "level": case.id, "variant": variant, "simulated_us": us,
+                             "tasks": result["tasks"], "summary": result.get("summary"),
+                             "upstream_over_this": upstream / us if upstream and us else None})
+            from ptogym.backends._pypto_worker import stop_workers
+
+            stop_workers()  # pypto frees compiled kernels only at exit
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sim", action="store_true", help="cost-model timings of every variant instead")
+    parser.add_argument("--ops", nargs="+", default=list(OPS))
+    parser.add_argument("--json", help="--sim: write the rows here")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--levels", nargs="+", help="case ids instead of each operator's largest CI level")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.sim:
+        return simulate(args.ops, args.levels or (), args.json)
     interp = get_backend("interp")
     worst = 0.0
-    for name in OPS:
+    for name in args.ops:
         spec = get_op(name)
         cases = load_cases(spec.cases_path, spec)
         chosen = [c for c in cases if c.id in args.levels] if args.levels else [largest_ci_level(spec)]

@@ -38,6 +38,8 @@ VARIANTS = {
                                  ("c2", ((32, 32), (64, 64), (128, 128))))},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
+    # 512-key blocks (upstream's incremental flash attention steps 512 keys at a time)
+    "kv512": {"kv_block": 512},
 }
 
 
