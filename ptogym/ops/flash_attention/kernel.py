@@ -17,7 +17,8 @@ square [q0 + Skv - Sq, + rows) comes last with a fixed lower-triangular bias
 (``mask``, [q_block, q_block], 0 / ``MASKED``: the operator builds it once).  Every
 row of the diagonal sees its own diagonal key, so no row of a block is ever all
 masked.  Rows i < Sq - Skv see no key at all (``first_row``): the kernel writes their
-out = 0 and lse = -inf without attending.
+out = 0 and lse = -inf without attending.  With Sq = 1 (decode-shaped calls) the
+query heads of a kv head are stacked into one q tile instead (``grouped_token``).
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
@@ -178,6 +179,26 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
 
     visit_block = single_pass_block if not causal and kv_len <= kv_block else query_block
 
+    def grouped_token(q, k, v, mask, out, lse, scale, b, kvh, h):
+        """Sq = 1 (every key visible, causal or not): the kv head's whole group of query
+        heads as one [group, D] q tile, as paged decode does - a group-times fewer steps
+        with group-times taller cube tiles.  (h is the group's first head.)"""
+        state = (pypto.tensor([group, head_dim], fp32, "acc"), pypto.tensor([group, 1], fp32, "row_sum"),
+                 pypto.tensor([group, 1], fp32, "row_max"))
+        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        start_state(pypto, *state)
+        width = group * head_dim
+        q_tile = pypto.reshape(pypto.view(q, [1, width], [b, h * head_dim]), [group, head_dim])
+        all_keys(q_tile, k, v, mask, scale, state, b, 0, group, kvh * head_dim)
+        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        o, row_lse = finish(pypto, *state)
+        pypto.assemble(pypto.reshape(pypto.cast(o, dt), [1, width]), [b, h * head_dim], out)
+        pypto.assemble(row_lse, [b * heads + h, 0], lse)
+
+    one_token = q_len == 1 and group > 1
+    head_steps = 1 if one_token else group  # query heads per kv head visited one by one
+    visit_heads = grouped_token if one_token else query_blocks
+
     @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def flash_attention_kernel(
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
@@ -191,7 +212,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         pypto.set_vec_tile_shapes(vec_rows, head_dim)
         for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
             for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
-                for g in pypto.loop(group, name="LOOP_G", idx_name="g"):
-                    query_blocks(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
+                for g in pypto.loop(head_steps, name="LOOP_G", idx_name="g"):
+                    visit_heads(q, k, v, mask, out, lse, scale, b, kvh, kvh * group + g)
 
     return flash_attention_kernel
