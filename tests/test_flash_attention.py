@@ -192,16 +192,19 @@ def test_case_files_use_the_call_rules():
 
 
 @pytest.mark.pypto
-def test_compiles_and_matches_on_pypto_sim():
-    """Real pypto: a ragged causal GQA case compiles, simulates and computes the numbers."""
+@pytest.mark.parametrize("shape, causal", [((1, 40, 72, 4, 2, 64), True), ((2, 1, 50, 8, 2, 64), False)],
+                         ids=["ragged-causal-gqa", "one-token-grouped"])
+def test_compiles_and_matches_on_pypto_sim(shape, causal):
+    """Real pypto: a ragged causal GQA case and a one-token case (the grouped q tile)
+    compile, simulate and compute the numbers."""
     pytest.importorskip("pypto")
     from ptogym.backends._pypto_worker import stop_workers
 
-    q, k, v = make(1, 40, 72, 4, 2, 64, seed=5)
+    q, k, v = make(*shape, seed=5)
     try:
-        out, lse = flash_attention(q, k, v, causal=True, return_lse=True, backend="pypto-sim")
+        out, lse = flash_attention(q, k, v, causal=causal, return_lse=True, backend="pypto-sim")
     finally:
         stop_workers()
-    out64, lse64 = reference_fp64(q, k, v, True, 0.125)
+    out64, lse64 = reference_fp64(q, k, v, causal, 0.125)
     assert_close("out", out, out64, TOL[torch.bfloat16])
     assert_close("lse", lse, lse64, 1e-5)
