@@ -15,6 +15,7 @@ pypto 0.2.0's cost model, timings only, and prints µs, the speed-up over upstre
 TFLOPS against the cube peak (prefill) or GB/s against the 1382 GB/s DDR rate (decode).
 """
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -70,14 +71,16 @@ def wall(fn) -> float:
     return time.perf_counter() - start
 
 
-def simulate(op_names, levels, json_path) -> int:
+def simulate(op_names, levels, json_path, variants=None) -> int:
     from ptogym.bench import _simulate
 
     rows = []
     for name in op_names:
         spec = get_op(name)
         for case in [c for c in load_cases(spec.cases_path, spec) if c.id in levels]:
-            results = _simulate(spec, case, make_case_inputs(spec, case))
+            chosen = spec if variants is None else dataclasses.replace(
+                spec, extra={**spec.extra, "variants": tuple(v for v in variants if v != "default")})
+            results = _simulate(chosen, case, make_case_inputs(spec, case))
             upstream = results.get("upstream", {}).get("simulated_us")
             for variant, result in results.items():
                 us = result["simulated_us"]
@@ -100,13 +103,14 @@ def main(argv=None) -> int:
     parser.add_argument("--sim", action="store_true", help="cost-model timings of every variant instead")
     parser.add_argument("--ops", nargs="+", default=list(OPS))
     parser.add_argument("--json", help="--sim: write the rows here")
+    parser.add_argument("--variants", nargs="+", help="--sim: only these variants besides the default")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     parser.add_argument("--levels", nargs="+", help="case ids instead of each operator's largest CI level")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     if args.sim:
-        return simulate(args.ops, args.levels or (), args.json)
+        return simulate(args.ops, args.levels or (), args.json, args.variants)
     interp = get_backend("interp")
     worst = 0.0
     for name in args.ops:

@@ -10,6 +10,10 @@ not rebound as a Python name):
     row_sum [rows, 1]  l_i = sum_j exp(s_ij - m_i)
     row_max [rows, 1]  m_i = max_j s_ij (scaled scores)
 
+A kernel whose key blocks are all static (a Python loop, not ``pypto.loop``) keeps
+the state as plain values instead: ``standard_softmax`` starts it, ``rescale`` and
+``accumulated`` fold each further block, and nothing is written to memory.
+
 When every key fits one block (single-pass attention, SK-02) there is no state:
 ``standard_softmax`` (AT-02) gives p, m and l at once and ``finish`` takes them as
 they are.
@@ -54,18 +58,28 @@ def rescale_state(pypto, s, row_sum, row_max):
         m_new = max(m, rowmax(s));  p = exp(s - m_new);  alpha = exp(m - m_new)
         l = alpha * l + rowsum(p);  m = m_new
     """
-    m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
-    p = pypto.exp(pypto.sub(s, m_new))
-    alpha = pypto.exp(pypto.sub(row_max, m_new))
-    row_sum[:] = pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True))
-    row_max[:] = m_new
+    p, alpha, new_sum, new_max = rescale(pypto, s, row_sum, row_max)
+    row_sum[:] = new_sum
+    row_max[:] = new_max
     return p, alpha
 
 
+def rescale(pypto, s, row_sum, row_max):
+    """``rescale_state`` on values: (p, alpha, new l, new m), nothing written."""
+    m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
+    p = pypto.exp(pypto.sub(s, m_new))
+    alpha = pypto.exp(pypto.sub(row_max, m_new))
+    return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True)), m_new
+
+
+def accumulated(pypto, p, v, acc, alpha, p_dtype):
+    """alpha * acc + cast(p, p_dtype) @ v (AT-13 on the cube, fp32 accumulator), as a value."""
+    return pypto.add(pypto.mul(acc, alpha), pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32))
+
+
 def accumulate(pypto, p, v, acc, alpha, p_dtype):
-    """acc = alpha * acc + cast(p, p_dtype) @ v (AT-13 on the cube, fp32 accumulator)."""
-    pv = pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32)
-    acc[:] = pypto.add(pypto.mul(acc, alpha), pv)
+    """acc = ``accumulated(...)``, written into the workspace."""
+    acc[:] = accumulated(pypto, p, v, acc, alpha, p_dtype)
 
 
 def standard_softmax(pypto, s):

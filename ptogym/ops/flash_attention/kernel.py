@@ -22,7 +22,8 @@ query heads of a kv head are stacked into one q tile instead (``grouped_token``)
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.attention import accumulate, finish, rescale_state, scores, standard_softmax, start_state
+from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
+                                    start_state)
 
 Q_BLOCK = 128
 KV_BLOCK = 128
@@ -41,6 +42,8 @@ VARIANTS = {
     "merged": {"merge_vector_chain": True},
     # 512-key blocks (upstream's incremental flash attention steps 512 keys at a time)
     "kv512": {"kv_block": 512},
+    # q and key blocks unrolled in Python: no workspace shared by the loop iterations
+    "unrolled": {"unrolled": True},
 }
 
 
@@ -66,13 +69,9 @@ def step_tiles(rows: int, keys: int, head_dim: int, vec_rows: int) -> dict:
             "c2": ([m, m], [n, n], [head_dim, head_dim])}
 
 
-def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None,
-                 fixed_tiles=None, merge_vector_chain=False):
-    """One C1-V1-C2 step: scores of q_tile [rows, D] against k_tile [tile_keys, D] (valid
-    ``keys`` rows), the optional additive ``bias`` [rows, tile_keys], then the online
-    softmax and P·V into ``state``.  Sets the tiles each stage needs (``step_tiles``, or
-    ``fixed_tiles``: pairs with the same keys); ``merge_vector_chain`` makes the scale, mask and
-    state update one task (``sg_set_scope``, AT-21)."""
+def step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows: int, bias, fixed_tiles, merge_vector_chain):
+    """C1 of a step (AT-12, plus the optional additive ``bias``); returns (s, tiles) with the
+    vector tile set for V1 and, with ``merge_vector_chain``, the V1 scope opened (AT-21)."""
     tiles = dict(fixed_tiles or ()) or step_tiles(q_tile.shape[0], k_tile.shape[0], q_tile.shape[1], vec_rows)
     pypto.set_cube_tile_shapes(*tiles["c1"])
     pypto.set_vec_tile_shapes(*tiles["v1"])
@@ -81,6 +80,17 @@ def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec
         pypto.set_pass_options(sg_set_scope=1)
     if bias is not None:
         s = pypto.add(s, bias)
+    return s, tiles
+
+
+def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None,
+                 fixed_tiles=None, merge_vector_chain=False):
+    """One C1-V1-C2 step: scores of q_tile [rows, D] against k_tile [tile_keys, D] (valid
+    ``keys`` rows), the optional additive ``bias`` [rows, tile_keys], then the online
+    softmax and P·V into the workspaces ``state``.  Sets the tiles each stage needs
+    (``step_tiles``, or ``fixed_tiles``: pairs with the same keys); ``merge_vector_chain``
+    makes the mask and state update one task (``sg_set_scope``, AT-21)."""
+    s, tiles = step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
     acc, row_sum, row_max = state
     p, alpha = rescale_state(pypto, s, row_sum, row_max)
     if merge_vector_chain:
@@ -89,13 +99,36 @@ def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec
     accumulate(pypto, p, v_tile, acc, alpha, p_dtype)
 
 
+def fold_block(pypto, q_tile, k_tile, v_tile, scale, state, p_dtype, vec_rows: int, bias=None, fixed_tiles=None,
+               merge_vector_chain=False):
+    """``attend_block`` on a static key tile with the state as values: returns the new
+    (acc, l, m); ``state`` None starts it (standard softmax, AT-02)."""
+    keys = k_tile.shape[0]
+    s, tiles = step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
+    if state is None:
+        p, row_max, row_sum = standard_softmax(pypto, s)
+        alpha = acc = None
+    else:
+        acc, row_sum, row_max = state
+        p, alpha, row_sum, row_max = rescale(pypto, s, row_sum, row_max)
+    if merge_vector_chain:
+        pypto.set_pass_options(sg_set_scope=-1)
+    pypto.set_cube_tile_shapes(*tiles["c2"])
+    if state is None:
+        acc = pypto.matmul(pypto.cast(p, p_dtype), v_tile, pypto.DT_FP32)
+    else:
+        acc = accumulated(pypto, p, v_tile, acc, alpha, p_dtype)
+    return acc, row_sum, row_max
+
+
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
-          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=()):
+          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=(), unrolled: bool = False):
     """The jit kernel: kernel(q, k, v, mask, out, lse, scale); mask [q_block, q_block] fp32 is the
     diagonal block's bias (read only when causal).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
-    ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit."""
+    ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit; ``unrolled`` walks
+    the q and key blocks of a head in Python (static views, state as values, no workspace)."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -127,19 +160,20 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
 
     walk_keys = causal_keys if causal else all_keys
 
-    def single_pass_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows):
-        """SK-02: every key in one block, so one standard softmax (AT-02) and no state."""
+    def static_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows):
+        """Rows [q0, q0 + rows) with every key block static (a Python loop): the state
+        stays values, no workspace (SK-02 when there is one block)."""
         q_tile = pypto.view(q, [rows, head_dim], [b * q_len + q0, h * head_dim])
-        k_tile, v_tile = (pypto.view(t, [kv_len, head_dim], [b * kv_len, kvh * head_dim]) for t in (k, v))
-        tiles = dict(fixed_tiles or ()) or step_tiles(rows, kv_len, head_dim, vec_rows)
-        pypto.set_cube_tile_shapes(*tiles["c1"])
-        pypto.set_vec_tile_shapes(*tiles["v1"])
-        s = scores(pypto, q_tile, k_tile, scale, kv_len, kv_len)
-        p, row_max, row_sum = standard_softmax(pypto, s)
-        pypto.set_cube_tile_shapes(*tiles["c2"])
-        acc = pypto.matmul(pypto.cast(p, dt), v_tile, fp32)
+        visible = q0 + shift if causal else kv_len
+        spans = [(start, min(kv_block, visible - start)) for start in range(0, visible, kv_block)]
+        state = None
+        for start, keys in spans + ([(visible, rows)] if causal else []):
+            k_tile, v_tile = (pypto.view(t, [keys, head_dim], [b * kv_len + start, kvh * head_dim]) for t in (k, v))
+            bias = pypto.view(mask, [rows, rows], [0, 0]) if start == visible else None
+            state = fold_block(pypto, q_tile, k_tile, v_tile, scale, state, dt, vec_rows, bias, fixed_tiles,
+                               merge_vector_chain)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
-        write_rows(out, lse, b, h, q0, *finish(pypto, acc, row_sum, row_max))
+        write_rows(out, lse, b, h, q0, *finish(pypto, *state))
 
     def write_rows(out, lse, b, h, q0, o, row_lse):
         pypto.assemble(pypto.cast(o, dt), [b * q_len + q0, h * head_dim], out)
@@ -166,10 +200,13 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         """visit(q0, rows) for rows [first, first + count): whole q blocks in a loop, then
         the shorter tail (static sizes both)."""
         whole, tail = divmod(count, q_block)
-        if whole:
+        if unrolled:
+            for start in range(first, first + count, q_block):
+                visit(start, min(q_block, first + count - start))
+        elif whole:
             for qb in pypto.loop(whole, name=name, idx_name="qb"):
                 visit(first + qb * q_block, q_block)
-        if tail:
+        if tail and not unrolled:
             visit(first + whole * q_block, tail)
 
     def query_blocks(q, k, v, mask, out, lse, scale, b, kvh, h):
@@ -177,7 +214,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         in_blocks(row0, q_len - row0, "LOOP_Q",
                   lambda q0, rows: visit_block(q, k, v, mask, out, lse, scale, b, kvh, h, q0, rows))
 
-    visit_block = single_pass_block if not causal and kv_len <= kv_block else query_block
+    visit_block = static_block if unrolled or (not causal and kv_len <= kv_block) else query_block
 
     def grouped_token(q, k, v, mask, out, lse, scale, b, kvh, h):
         """Sq = 1 (every key visible, causal or not): the kv head's whole group of query
