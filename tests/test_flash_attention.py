@@ -91,6 +91,23 @@ def test_matches_fp64_and_sdpa(batch, q_len, kv_len, heads, kv_heads, head_dim, 
     assert_close("out_vs_sdpa", out, sdpa_reference(q, k, v, causal, scale), TOL[dtype])
 
 
+@pytest.mark.parametrize("variant", ["loops", "upstream", "kv512"])
+@pytest.mark.parametrize("shape, causal", [((2, 150, 300, 4, 2, 64), True), ((1, 130, 520, 2, 1, 64), False),
+                                           ((1, 50, 20, 2, 2, 64), True)])
+def test_every_schedule_matches_fp64(variant, shape, causal):
+    """The block loops with workspaces (used above UNROLL_STEPS steps a head, and by the
+    variants) give the same answers as the default unrolled schedule."""
+    from ptogym.ops.flash_attention.op import launch
+
+    q, k, v = make(*shape, seed=7)
+    out, lse, _ = launch(q, k, v, causal, None, None, variant)
+    out64, lse64 = reference_fp64(q, k, v, causal, 64 ** -0.5)
+    assert_close("out", out, out64, TOL[torch.bfloat16])
+    seen = lse64 > -math.inf
+    assert_close("lse", lse[seen], lse64[seen], 1e-5)
+    assert torch.equal(lse[~seen], lse64[~seen].float())
+
+
 def test_rows_without_keys_are_zero_and_minus_inf():
     """Causal with Sq > Skv: the first Sq - Skv rows see no key: out 0, lse -inf, no NaN."""
     q, k, v = make(2, 50, 20, 4, 2, 64)

@@ -35,16 +35,13 @@ VARIANTS = {
     # upstream pypto's Python flash-attention step (python/tests/st/operator/test_page_attention.py,
     # r0.2.0): 32 query rows against one 128-key block per step, cube tiles m 32, k 64, n 128
     # for both matmuls, vector tiles [32, 64]; applied to this kernel's loop structure.
-    "upstream": {"q_block": 32, "kv_block": 128, "merge_vector_chain": False,
+    "upstream": {"q_block": 32, "kv_block": 128, "unrolled": False, "merge_vector_chain": False,
                  "fixed_tiles": (("c1", ((32, 32), (64, 64), (128, 128))), ("v1", (32, 64)),
                                  ("c2", ((32, 32), (64, 64), (128, 128))))},
-    # this kernel without merging each step's vector chain into one task (AT-21; the default
-    # merges it: 7-8% faster on multi-block levels, measured)
-    "separate_chain": {"merge_vector_chain": False},
+    # the block loops with workspaces and an unmerged vector chain, whatever the sizes
+    "loops": {"unrolled": False, "merge_vector_chain": False},
     # 512-key blocks (upstream's incremental flash attention steps 512 keys at a time)
     "kv512": {"kv_block": 512},
-    # q and key blocks unrolled in Python: no workspace shared by the loop iterations
-    "unrolled": {"unrolled": True},
 }
 
 
@@ -55,6 +52,28 @@ def ceil_div(a: int, b: int) -> int:
 def cube_rows(extent: int) -> int:
     """A cube tile edge for ``extent`` rows: rounded up to the 16-row fractal, at most 128."""
     return min(128, ceil_div(extent, 16) * 16)
+
+
+UNROLL_STEPS = 64  # the most key-block steps per query head that ``schedule`` unrolls in Python
+
+
+def head_steps(q_len: int, kv_len: int, causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK) -> int:
+    """Key-block steps one query head takes (every q block's key blocks, the causal diagonal included)."""
+    row0 = first_row(q_len, kv_len, causal)
+    steps = 0
+    for q0 in range(row0, q_len, q_block):
+        visible = q0 + kv_len - q_len if causal else kv_len
+        steps += ceil_div(visible, kv_block) + causal
+    return steps
+
+
+def schedule(q_len: int, kv_len: int, causal: bool) -> dict:
+    """Build kwargs chosen per call from the sizes (pypto 0.2.0 cost model, README): heads of
+    up to ``UNROLL_STEPS`` steps walk their blocks in Python with the state as values
+    (level2, B1 S512 32/8 causal: 1963.9 -> 426.6 µs); longer ones keep the block loops,
+    with each step's vector chain merged into one task (1963.9 -> 1818.5 µs)."""
+    unrolled = head_steps(q_len, kv_len, causal) <= UNROLL_STEPS
+    return {"unrolled": unrolled, "merge_vector_chain": not unrolled}
 
 
 def first_row(q_len: int, kv_len: int, causal: bool) -> int:
@@ -124,7 +143,7 @@ def fold_block(pypto, q_tile, k_tile, v_tile, scale, state, p_dtype, vec_rows: i
 
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
-          fixed_tiles=None, merge_vector_chain: bool = True, pass_options=(), unrolled: bool = False):
+          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=(), unrolled: bool = False):
     """The jit kernel: kernel(q, k, v, mask, out, lse, scale); mask [q_block, q_block] fp32 is the
     diagonal block's bias (read only when causal).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,

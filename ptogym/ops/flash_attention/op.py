@@ -89,7 +89,7 @@ def launch(q, k, v, causal=False, scale=None, backend=None, variant=None
     lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
     static = {"batch": batch, "q_len": q_len, "kv_len": kv_len, "heads": heads, "kv_heads": kv_heads,
               "head_dim": head_dim, "dtype": host.HALF_DTYPES[q.dtype], "causal": causal,
-              **kernel.VARIANTS.get(variant, {})}
+              **kernel.schedule(q_len, kv_len, causal), **kernel.VARIANTS.get(variant, {})}
     flat = [t.contiguous().view(t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]) for t in (q, k, v)]
     mask = causal_bias(static.get("q_block", kernel.Q_BLOCK), q.device)  # the signature is fixed; read when causal
     report = host.launch(kernel.build, static, [*flat, mask, out.view(batch * q_len, heads * head_dim), lse.view(-1, 1)],
