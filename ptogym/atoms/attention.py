@@ -1,0 +1,95 @@
+"""Attention atoms on tiles: scores on the cube (AT-12), the online-softmax update with
+P·V on the cube (AT-01, AT-13), and the final normalisation with the log-sum-exp.
+
+The running state of one block of query rows lives in three fp32 workspaces the
+calling kernel creates with ``pypto.tensor`` (a loop body is traced once, so a state
+carried across ``pypto.loop`` iterations must be written into memory with ``ws[:] =``,
+not rebound as a Python name):
+
+    acc [rows, D]    un-normalised output sum_j exp(s_ij - m_i) v_j
+    row_sum [rows, 1]  l_i = sum_j exp(s_ij - m_i)
+    row_max [rows, 1]  m_i = max_j s_ij (scaled scores)
+
+A kernel whose key blocks are all static (a Python loop, not ``pypto.loop``) keeps
+the state as plain values instead: ``standard_softmax`` starts it, ``rescale`` and
+``accumulated`` fold each further block, and nothing is written to memory.
+
+When every key fits one block (single-pass attention, SK-02) there is no state:
+``standard_softmax`` (AT-02) gives p, m and l at once and ``finish`` takes them as
+they are.
+
+``start_state`` fills them (m = ``MASKED``, a finite stand-in for -inf, so that
+exp(m_old - m_new) is an exact 0 on the first block and never inf - inf); every key
+block then calls ``rescale_state`` and ``accumulate`` (P·V); ``finish`` divides and gives
+lse = m + log(l).  Masked scores carry ``MASKED`` too: a row's first block always
+holds at least one key it may see (the kernels order their blocks so), so m_new is a
+real score and every masked exp underflows to 0.
+
+Tile validity (AT-20): a key block shorter than its tile is a view with a smaller
+``valid_shape``; the score tile is re-viewed with the same valid extent, so the row
+max, the exp and the row sum see only real keys, and P·V multiplies over the valid
+inner extent of both operands (pypto requires them to agree).
+"""
+
+MASKED = -1.0e30  # fp32 score of a masked key: exp(MASKED - m) == 0 for any real m
+
+
+def scores(pypto, q, k, scale, keys, k_tile: int):
+    """(q [rows, D] @ k [k_tile, D]^T) * scale in fp32, valid [rows, keys] (AT-12)."""
+    rows = q.shape[0]
+    s = pypto.matmul(q, k, pypto.DT_FP32, b_trans=True)
+    s = pypto.view(s, [rows, k_tile], [0, 0], valid_shape=[rows, keys])
+    return pypto.mul(s, scale)
+
+
+def start_state(pypto, acc, row_sum, row_max):
+    """acc = 0, l = 0, m = MASKED."""
+    acc[:] = pypto.full(acc.shape, 0.0, pypto.DT_FP32)
+    row_sum[:] = pypto.full(row_sum.shape, 0.0, pypto.DT_FP32)
+    row_max[:] = pypto.full(row_max.shape, MASKED, pypto.DT_FP32)
+
+
+def rescale_state(pypto, s, row_sum, row_max):
+    """Fold one key block's scores into l and m (AT-01, the vector half of a step);
+    returns (p, alpha) for ``accumulate``.
+
+    s [rows, keys] fp32 scaled (and masked) scores:
+
+        m_new = max(m, rowmax(s));  p = exp(s - m_new);  alpha = exp(m - m_new)
+        l = alpha * l + rowsum(p);  m = m_new
+    """
+    p, alpha, new_sum, new_max = rescale(pypto, s, row_sum, row_max)
+    row_sum[:] = new_sum
+    row_max[:] = new_max
+    return p, alpha
+
+
+def rescale(pypto, s, row_sum, row_max):
+    """``rescale_state`` on values: (p, alpha, new l, new m), nothing written."""
+    m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
+    p = pypto.exp(pypto.sub(s, m_new))
+    alpha = pypto.exp(pypto.sub(row_max, m_new))
+    return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True)), m_new
+
+
+def accumulated(pypto, p, v, acc, alpha, p_dtype):
+    """alpha * acc + cast(p, p_dtype) @ v (AT-13 on the cube, fp32 accumulator), as a value."""
+    return pypto.add(pypto.mul(acc, alpha), pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32))
+
+
+def accumulate(pypto, p, v, acc, alpha, p_dtype):
+    """acc = ``accumulated(...)``, written into the workspace."""
+    acc[:] = accumulated(pypto, p, v, acc, alpha, p_dtype)
+
+
+def standard_softmax(pypto, s):
+    """AT-02 on one whole row block: (p = exp(s - rowmax(s)), rowmax, rowsum(p)), fp32;
+    the caller divides after P·V (one [rows, D] division instead of [rows, keys])."""
+    row_max = pypto.amax(s, dim=-1, keepdim=True)
+    p = pypto.exp(pypto.sub(s, row_max))
+    return p, row_max, pypto.sum(p, dim=-1, keepdim=True)
+
+
+def finish(pypto, acc, row_sum, row_max):
+    """(acc / l fp32 [rows, D], lse = m + log(l) fp32 [rows, 1])."""
+    return pypto.div(acc, row_sum), pypto.add(row_max, pypto.log(row_sum))

@@ -1,0 +1,237 @@
+"""Paged decode attention (SK-01 over AT-17): the kernel against an fp64 reference written
+here (keys found slot by slot through the block table) and torch's SDPA, on ragged
+lengths, GQA ratios 1/4/8, one-key sequences, long sequences with a partial last block,
+shuffled and strided block tables with garbage past each length; caches written by
+cache_scatter; the caches stay unchanged; torch.library; errors."""
+import math
+
+import pytest
+import torch
+
+import ptogym.ops
+from ptogym.ops.paged_attention.golden import paged_attention_golden
+from ptogym.ops.paged_attention.op import paged_attention
+from ptogym.verify import detailed_tensor_compare
+
+TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3}
+
+
+def make(batch, heads, kv_heads, head_dim, block_size, seq_lens, spare_blocks=3, dtype=torch.bfloat16, seed=0,
+         garbage=-1):
+    """Random q and caches; each sequence's blocks drawn at random (shuffled) from a pool
+    with spare blocks; block-table entries past a sequence's blocks hold ``garbage``."""
+    g = torch.Generator().manual_seed(seed)
+    needed = [math.ceil(n / block_size) for n in seq_lens]
+    max_blocks = max(needed) + 1
+    num_blocks = sum(needed) + spare_blocks
+    q = torch.randn(batch, heads, head_dim, generator=g).to(dtype)
+    k_cache, v_cache = (torch.randn(num_blocks, block_size, kv_heads, head_dim, generator=g).to(dtype)
+                        for _ in range(2))
+    table = torch.full((batch, max_blocks), garbage, dtype=torch.int32)
+    pool = torch.randperm(num_blocks, generator=g)
+    start = 0
+    for b, count in enumerate(needed):
+        table[b, :count] = pool[start:start + count]
+        start += count
+    return q, k_cache, v_cache, table, torch.tensor(seq_lens, dtype=torch.int32)
+
+
+def reference_fp64(q, k_cache, v_cache, block_table, seq_lens, scale):
+    """Each sequence's keys read slot by slot: key t is slot block_table[b, t // bs] * bs + t % bs."""
+    block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    k_slots, v_slots = (c.reshape(-1, kv_heads, c.shape[-1]).double() for c in (k_cache, v_cache))
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    group = q.shape[1] // kv_heads
+    for b in range(q.shape[0]):
+        slots = [int(block_table[b, t // block_size]) * block_size + t % block_size for t in range(int(seq_lens[b]))]
+        for h in range(q.shape[1]):
+            keys, values = k_slots[slots, h // group], v_slots[slots, h // group]
+            p = torch.softmax(keys @ q[b, h].double() * scale, dim=0)
+            out[b, h] = p @ values
+    return out
+
+
+def sdpa_reference(q, k_cache, v_cache, block_table, seq_lens, scale):
+    rows = []
+    for b in range(q.shape[0]):
+        n = int(seq_lens[b])
+        blocks = block_table[b, :math.ceil(n / k_cache.shape[1])].long()
+        k, v = (c[blocks].reshape(-1, *c.shape[2:])[:n].double().transpose(0, 1) for c in (k_cache, v_cache))
+        rows.append(torch.nn.functional.scaled_dot_product_attention(
+            q[b].double()[:, None], k, v, scale=scale, enable_gqa=True)[:, 0])
+    return torch.stack(rows)
+
+
+def assert_close(name, actual, expected, tol):
+    result = detailed_tensor_compare(actual, expected, name, rtol=tol, atol=tol)
+    assert result.all_close, result.report()
+
+
+MATRIX = [  # batch, Hq, Hkv, D, block_size, seq_lens, dtype
+    (2, 4, 4, 128, 128, [1, 128], torch.bfloat16),            # ratio 1: one key; exactly one whole block
+    (3, 16, 4, 128, 128, [300, 5, 1000], torch.bfloat16),     # ratio 4, ragged, partial last blocks
+    (2, 8, 1, 64, 16, [17, 250], torch.float16),              # ratio 8 (MQA), small blocks
+    (1, 8, 1, 128, 128, [4100], torch.bfloat16),              # long: 33 blocks, the last with 4 keys
+    (2, 4, 2, 256, 32, [33, 64], torch.bfloat16),             # D = 256
+]
+
+
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX)
+def test_matches_fp64_and_sdpa_caches_unchanged(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype):
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
+    before = [t.clone() for t in args]
+    out = paged_attention(*args)
+    assert all(torch.equal(a, b) for a, b in zip(before, args)), "an input changed"
+    assert out.dtype == dtype and out.shape == args[0].shape
+    scale = head_dim ** -0.5
+    assert_close("out", out, reference_fp64(*args, scale), TOL[dtype])
+    assert_close("out_vs_sdpa", out, sdpa_reference(*args, scale), TOL[dtype])
+
+
+@pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
+def test_entries_past_the_length_are_never_read(garbage):
+    args = make(2, 8, 2, 128, 128, [130, 7], garbage=garbage)
+    assert_close("out", paged_attention(*args), reference_fp64(*args, 128 ** -0.5), TOL[torch.bfloat16])
+
+
+def test_strided_block_table_and_q_custom_scale():
+    q, k_cache, v_cache, table, seq_lens = make(3, 8, 2, 64, 16, [40, 1, 90])
+    wide = torch.full((3, 2 * table.shape[1]), 99, dtype=torch.int32)
+    wide[:, ::2] = table
+    strided_q = torch.randn(8, 3, 64).bfloat16().transpose(0, 1)
+    out = paged_attention(strided_q, k_cache, v_cache, wide[:, ::2], seq_lens, scale=0.2)
+    assert_close("out", out, reference_fp64(strided_q, k_cache, v_cache, table, seq_lens, 0.2), TOL[torch.bfloat16])
+
+
+def test_attends_over_caches_written_by_cache_scatter():
+    """k/v of each sequence written token by token with cache_scatter (slot = block *
+    block_size + offset), then attended over; the reference sees the tokens themselves."""
+    g = torch.Generator().manual_seed(11)
+    batch, heads, kv_heads, head_dim, block_size, num_blocks = 3, 8, 2, 128, 16, 20
+    seq_lens = [5, 33, 48]
+    table = torch.full((batch, 4), -1, dtype=torch.int32)
+    pool = torch.randperm(num_blocks, generator=g)
+    k_cache, v_cache = (torch.zeros(num_blocks, block_size, kv_heads, head_dim, dtype=torch.bfloat16)
+                        for _ in range(2))
+    q = torch.randn(batch, heads, head_dim, generator=g).bfloat16()
+    out64 = torch.zeros(q.shape, dtype=torch.float64)
+    start = 0
+    for b, n in enumerate(seq_lens):
+        count = math.ceil(n / block_size)
+        table[b, :count] = pool[start:start + count]
+        start += count
+        k, v = (torch.randn(n, kv_heads, head_dim, generator=g).bfloat16() for _ in range(2))
+        slots = torch.tensor([int(table[b, t // block_size]) * block_size + t % block_size for t in range(n)],
+                             dtype=torch.int64)
+        ptogym.ops.cache_scatter(k_cache.view(-1, kv_heads, head_dim), k, slots)
+        ptogym.ops.cache_scatter(v_cache.view(-1, kv_heads, head_dim), v, slots)
+        for h in range(heads):
+            p = torch.softmax(k[:, h // 4].double() @ q[b, h].double() * head_dim ** -0.5, dim=0)
+            out64[b, h] = p @ v[:, h // 4].double()
+    caches = [k_cache.clone(), v_cache.clone()]
+    out = paged_attention(q, k_cache, v_cache, table, torch.tensor(seq_lens, dtype=torch.int32))
+    assert torch.equal(caches[0], k_cache) and torch.equal(caches[1], v_cache)
+    assert_close("out", out, out64, TOL[torch.bfloat16])
+
+
+def test_golden_tracks_fp64():
+    args = make(3, 8, 2, 64, 16, [1, 40, 77])
+    assert_close("out", paged_attention_golden(*args), reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+
+
+def test_registry_and_empty_batch():
+    args = make(1, 4, 4, 64, 16, [20])
+    assert ptogym.ops.paged_attention(*args).shape == args[0].shape
+    q, k_cache, v_cache, _, _ = args
+    empty = paged_attention(q[:0], k_cache, v_cache, torch.zeros(0, 2, dtype=torch.int32),
+                            torch.zeros(0, dtype=torch.int32))
+    assert empty.shape == (0, 4, 64)
+
+
+def test_opcheck():
+    args = make(2, 4, 2, 64, 16, [20, 3])
+    torch.library.opcheck(torch.ops.ptogym.paged_attention.default, (*args, 0.125))
+
+
+def test_torch_compile_fullgraph():
+    def step(*args):
+        return ptogym.ops.paged_attention(*args) * 2
+
+    torch._dynamo.reset()
+    args = make(2, 4, 2, 64, 16, [20, 3])
+    assert torch.equal(torch.compile(step, fullgraph=True)(*args), step(*args))
+
+
+def _table(t, b, j, value):
+    t = t.clone()
+    t[b, j] = value
+    return t
+
+
+BAD_INPUTS = [
+    ("q dtype", lambda q, k, v, t, s: (q.float(), k, v, t, s), TypeError, "q: dtype"),
+    ("cache dtype", lambda q, k, v, t, s: (q, k.half(), v, t, s), TypeError, "k_cache: dtype"),
+    ("table dtype", lambda q, k, v, t, s: (q, k, v, t.long(), s), TypeError, "block_table: dtype"),
+    ("lens dtype", lambda q, k, v, t, s: (q, k, v, t, s.long()), TypeError, "seq_lens: dtype"),
+    ("q rank", lambda q, k, v, t, s: (q[None], k, v, t, s), ValueError, r"q: needs shape \[B, Hq, D\]"),
+    ("cache rank", lambda q, k, v, t, s: (q, k[0], v, t, s), ValueError, "k_cache: needs shape"),
+    ("v shape", lambda q, k, v, t, s: (q, k, v[:-1], t, s), ValueError, "v_cache: shape"),
+    ("group", lambda q, k, v, t, s: (q[:, :3], k, v, t, s), ValueError, "multiple of Hkv"),
+    ("block size", lambda q, k, v, t, s: (q, k[:, :8], v[:, :8], t, s), ValueError, "block_size = 8"),
+    ("table batch", lambda q, k, v, t, s: (q, k, v, t[:1], s), ValueError, "block_table: shape"),
+    ("lens shape", lambda q, k, v, t, s: (q, k, v, t, s[:1]), ValueError, "seq_lens: shape"),
+    ("zero length", lambda q, k, v, t, s: (q, k, v, t, torch.tensor([0, 5], dtype=torch.int32)), ValueError,
+     r"seq_lens\[0\] = 0"),
+    ("too long", lambda q, k, v, t, s: (q, k, v, t, torch.tensor([20, 10**4], dtype=torch.int32)), ValueError,
+     r"seq_lens\[1\] = 10000"),
+    ("used entry out of range", lambda q, k, v, t, s: (q, k, v, _table(t, 0, 1, 1000), s), ValueError,
+     r"block_table\[0, 1\] = 1000"),
+    ("used entry negative", lambda q, k, v, t, s: (q, k, v, _table(t, 1, 0, -1), s), ValueError,
+     r"block_table\[1, 0\] = -1"),
+    ("strided cache", lambda q, k, v, t, s: (q, k.transpose(0, 1).contiguous().transpose(0, 1), v, t, s),
+     ValueError, "k_cache: must be contiguous"),
+    ("not a tensor", lambda q, k, v, t, s: (q, k, v, t.tolist(), s), TypeError, "block_table: expected a torch"),
+]
+
+
+@pytest.mark.parametrize("label, corrupt, error, message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_rejected_untouched(label, corrupt, error, message):
+    args = corrupt(*make(2, 4, 2, 64, 16, [20, 3]))
+    before = [t.clone() for t in args if isinstance(t, torch.Tensor)]
+    with pytest.raises(error, match=message):
+        paged_attention(*args)
+    assert all(torch.equal(a, b) for a, b in zip(before, [t for t in args if isinstance(t, torch.Tensor)]))
+
+
+def test_bad_scale():
+    with pytest.raises(ValueError, match="scale: must be a finite"):
+        paged_attention(*make(1, 4, 2, 64, 16, [5]), scale=float("inf"))
+
+
+def test_case_file_rules():
+    import dataclasses
+
+    from ptogym.ops import get_op
+    from ptogym.verify.cases import load_cases
+
+    spec = get_op("paged_attention")
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "level2")
+    assert spec.check_case(dataclasses.replace(case, attrs={"seq_lens": [1, 2]})) == [
+        "attrs.seq_lens: [1, 2] must be an int or a list of 3 ints in [1, 320]"]
+    assert spec.check_case(dataclasses.replace(case, attrs={"seq_lens": 320})) == [
+        "k_cache: 30 blocks < the 60 the sequences need"]
+
+
+@pytest.mark.pypto
+def test_compiles_and_matches_on_pypto_sim():
+    """Real pypto: ragged GQA sequences through a shuffled block table compile, simulate
+    and compute the numbers."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    args = make(2, 8, 2, 64, 16, [40, 7], seed=4)
+    try:
+        out = paged_attention(*args, backend="pypto-sim")
+    finally:
+        stop_workers()
+    assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
