@@ -22,12 +22,17 @@ backed by the same kernel run through real pypto (``tests/check_probes.py``,
 
 ``lenient()`` turns errors into warnings too (for exploring foreign code); the
 interpreter then carries on like pypto would.
+
+Threads: ``lenient()`` applies to the thread that enters it (``PTOGYM_LENIENT`` to
+every thread); ``silence`` is process-wide, and each advice site is shown once per
+process whichever thread reaches it first.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import threading
 import warnings
 
 CHECKS = {
@@ -86,7 +91,13 @@ ADVICE = {
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES = (_INTERP_DIR, os.path.dirname(contextlib.__file__))
-_lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")
+
+
+class _ThreadMode(threading.local):
+    lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")  # each thread starts from the variable
+
+
+_mode = _ThreadMode()
 
 
 class ConstraintViolation(ValueError):
@@ -116,6 +127,7 @@ def silenced_by_env(environ=os.environ) -> set:
 
 _silenced = silenced_by_env()
 _advised: set = set()  # (id, site) already shown
+_advised_lock = threading.Lock()
 
 
 def silence(*check_ids: str) -> None:
@@ -135,9 +147,10 @@ def advise(check_id: str, details: str, location: str | None = None) -> None:
     if check_id in _silenced:
         return
     site = location or user_location()
-    if (check_id, site) in _advised:
-        return
-    _advised.add((check_id, site))
+    with _advised_lock:  # two threads at one site: one warning
+        if (check_id, site) in _advised:
+            return
+        _advised.add((check_id, site))
     message = f"[{check_id}] {site}: {details} (advice: {ADVICE[check_id]})"
     warnings.warn_explicit(message, ConstraintWarning, *_split_site(site))
 
@@ -160,21 +173,20 @@ def user_location() -> str:
 def violation(check_id: str, details: str, location: str | None = None) -> None:
     """Raise (strict) or warn (lenient) about a broken constraint."""
     error = ConstraintViolation(check_id, details, location or user_location())
-    if not _lenient:
+    if not _mode.lenient:
         raise error
     warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
 
 def is_lenient() -> bool:
-    return _lenient
+    return _mode.lenient
 
 
 @contextlib.contextmanager
 def lenient(enabled: bool = True):
-    """Within the block, constraint violations warn instead of raising."""
-    global _lenient
-    previous, _lenient = _lenient, enabled
+    """Within the block, constraint violations in this thread warn instead of raising."""
+    previous, _mode.lenient = _mode.lenient, enabled
     try:
         yield
     finally:
-        _lenient = previous
+        _mode.lenient = previous

@@ -176,7 +176,7 @@ def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
     result = Tensor(shape, dtype, _data=data)
-    if trace.recorder is not None:  # ptogym bisect is recording op results
+    if trace.recorders:  # ptogym bisect is recording op results
         trace.record(result)
     return result
 

@@ -2,19 +2,21 @@
 
 ``with recording() as ops:`` runs code and fills ``ops`` with one ``OpRecord`` per
 op result (the op's public name, the kernel's file:line, the semantic label set by
-``pypto.set_semantic_label`` and a copy of the result's valid data).  The hook in
-``tensor.wrap`` tests one module global, so nothing is paid when not recording.
+``pypto.set_semantic_label`` and a copy of the result's valid data) made by the
+thread that entered the block.  The hook in ``tensor.wrap`` tests one module global,
+so nothing is paid when no thread records.
 """
 from __future__ import annotations
 
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from . import runtime
 from .checks import _SKIP_PREFIXES
 
-recorder: list | None = None  # the list being filled while recording, else None
+recorders: dict = {}  # thread id -> the list that thread's recording() fills; empty when none records
 
 
 @dataclass
@@ -32,7 +34,11 @@ class OpRecord:
 
 
 def record(result) -> None:
-    """Append ``result`` (an op's Tensor) with the op and kernel line that made it."""
+    """Append ``result`` (an op's Tensor) with the op and kernel line that made it, when
+    this thread records."""
+    recorder = recorders.get(threading.get_ident())
+    if recorder is None:
+        return
     frame, op = sys._getframe(1), "?"
     while frame is not None and frame.f_code.co_filename.startswith(_SKIP_PREFIXES):
         op = frame.f_code.co_name  # the outermost interpreter frame is the public op
@@ -44,12 +50,13 @@ def record(result) -> None:
 
 @contextmanager
 def recording():
-    """Record op results made inside the block into the yielded list (not nestable)."""
-    global recorder
-    if recorder is not None:
-        raise RuntimeError("ptogym.interp.trace.recording() is already active")
-    recorder = []
+    """Record op results this thread makes inside the block into the yielded list (not
+    nestable within a thread)."""
+    thread = threading.get_ident()
+    if thread in recorders:
+        raise RuntimeError("ptogym.interp.trace.recording() is already active in this thread")
+    recorders[thread] = []
     try:
-        yield recorder
+        yield recorders[thread]
     finally:
-        recorder = None
+        del recorders[thread]
