@@ -81,11 +81,15 @@ class BackendBase:
         return kernel
 
     def launch(self, builder: Callable, static: dict, tensors: list, scalars: dict | None = None) -> LaunchReport:
-        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``.
+        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``;
+        on meta tensors nothing is built or run (shape-only results, every backend alike).
 
         Raises ``OutputsNotComputed`` - before compiling where the backend knows in
         advance - when the outputs would not be computed, unless in ``cost_only()``.
         """
+        if any(t.device.type == "meta" for t in tensors if hasattr(t, "device")):
+            # meta tensors carry shapes only: the outputs the caller allocated are the result
+            return LaunchReport(backend=self.name, wall_s=0.0, extra={"compute": "meta tensors: shapes only"})
         if not self.cost_only_mode:
             self._check_computes_outputs(tensors)
         kernel = self.compile(builder, **static)

@@ -20,8 +20,7 @@ model (README): up to 128 tokens ``projection_tile_shapes`` (L1 k tiles as long 
 copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
 (n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
-from ptogym.atoms.linear import (block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8,
-                                 linear_w8a8)
+from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
@@ -40,6 +39,14 @@ VARIANTS = {
 }
 
 
+def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
+    """The kernel's token block sizes, largest first: ``unroll`` (None: picked from the
+    weight's size) with 1 for the ragged tail."""
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
           unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, cube_bias: bool = True):
     """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
@@ -53,9 +60,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
         raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
     in_dt, out_dt = getattr(pypto, dtype), getattr(pypto, out_dtype)
     element_bytes = ELEMENT_BYTES[dtype]
-    if unroll is None:
-        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
-    sizes = sorted(set(unroll) | {1}, reverse=True)
+    sizes = block_sizes(k, n, element_bytes, unroll)
     vec_rows = vec_tile_rows(n, sizes[0])
     mx = quant_mode == "mxfp8"
     k_blocks = k // MX_K_ALIGN
@@ -63,11 +68,8 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     scale_dt = pypto.DT_FP8E8M0 if mx else pypto.DT_FP32
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
-        if cube or n_tile:
-            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
-        else:
-            tiles = block_tile_shapes(size, k, n, element_bytes)
-        pypto.set_cube_tile_shapes(*tiles)
+        pypto.set_cube_tile_shapes(*kernel_tile_shapes(size, k, n, element_bytes, cube=cube, k_tile=k_tile,
+                                                       n_tile=n_tile))
         tile = pypto.view(x, [size, k], [row, 0])
         if mx:
             y = linear_mxfp8(pypto, tile, weight, pypto.view(x_scale, [size, k_blocks, 2], [row, 0, 0]), w_scale,

@@ -24,6 +24,7 @@ import contextlib
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import inner_axis_violations, projection_violations
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.interp.platform import using_platform
@@ -70,6 +71,12 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
     out_bytes = host.element_size(_default_out_dtype(x, quant_mode, out_dtype))
     if n * max(out_bytes, 4) % host.ALIGN_BYTES:  # the fp32/int32 accumulator row and the output row
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
+    if quant_mode != "mxfp8":  # the tiles the kernel will set, checked before it runs
+        element_bytes = kernel.ELEMENT_BYTES[INPUT_DTYPES[quant_mode][x.dtype]]
+        problems += [(ValueError, message) for message in projection_violations(
+            k, n, element_bytes, kernel.block_sizes(k, n, element_bytes))]
+    else:
+        problems += [(ValueError, message) for message in inner_axis_violations(k)]
     if quant_mode == "mxfp8" and k % kernel.MX_K_ALIGN:
         problems.append((ValueError, f"x: K={k} must be a multiple of {kernel.MX_K_ALIGN} with quant_mode='mxfp8' "
                                      f"(pypto's scaled_mm: one e8m0 scale per {MX_BLOCK} elements, K aligned to 64)"))
@@ -96,7 +103,7 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
 
 
 def validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> None:
-    host.check_tensors("x", x=x, weight=weight, bias=bias, x_scale=x_scale, w_scale=w_scale)
+    host.check_tensors("linear", "x", x=x, weight=weight, bias=bias, x_scale=x_scale, w_scale=w_scale)
     host.raise_first(rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype))
 
 

@@ -104,9 +104,10 @@ def validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, c
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     host.raise_first(shape_rule_violations(*tensors.values(), eps))
-    host.check_tensors("hidden", **tensors)
-    written = {name: tensors.pop(name) for name in WRITES}
-    check_inplace_arguments("qwen3_pre_attn", written=written, read=tensors)
+    read = dict(tensors)
+    written = {name: read.pop(name) for name in WRITES}
+    check_inplace_arguments("qwen3_pre_attn", written=written, read=read)  # first: torch's wording for a leaf
+    host.check_tensors("qwen3_pre_attn", "hidden", **tensors)
     host.raise_first([(ValueError, m) for m in slot_violations(slot_mapping, k_cache.shape[0])])
 
 
@@ -125,7 +126,7 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     if tokens == 0:
         return q, LaunchReport(backend=backend.name, wall_s=0.0)
-    padded = bool((slot_mapping < 0).any())
+    padded = not host.is_meta(slot_mapping) and bool((slot_mapping < 0).any())
     static = {**d, "dtype": host.HALF_DTYPES[hidden.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype],
               "kv_rows_out": padded, **(kernel.VARIANTS[variant] if variant else {})}
     kv_width = d["kv_heads"] * d["head_dim"]

@@ -40,7 +40,7 @@ def rule_violations(x, gamma, bias, eps, rsqrt_mode) -> list:
 
 def validate(x, gamma, bias, eps, rsqrt_mode) -> None:
     """Raise TypeError/ValueError naming the argument and the rule."""
-    host.check_tensors("x", x=x, gamma=gamma, bias=bias)
+    host.check_tensors("rms_norm", "x", x=x, gamma=gamma, bias=bias)
     host.raise_first(rule_violations(x, gamma, bias, eps, rsqrt_mode))
 
 

@@ -29,7 +29,7 @@ large copies; n 256 above 128 tokens) and
 the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
 cube: ``linear_cube_bias``).  No torch here.
 """
-from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_w8a8
+from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_w8a8
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
@@ -74,6 +74,14 @@ VARIANTS = {
 }
 
 
+def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
+    """The kernel's token block sizes, largest first: ``unroll`` (None: picked from the
+    weight's size) with 1 for the ragged tail."""
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
           unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS,
           pass_options=()):
@@ -91,9 +99,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
     element_bytes = 1 if quant else 2
-    if unroll is None:
-        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
-    sizes = sorted(set(unroll) | {1}, reverse=True)
+    sizes = block_sizes(k, n, element_bytes, unroll)
     norm_rows, out_rows = vec_tile_rows(k, sizes[0]), vec_tile_rows(n, sizes[0])
 
     def vector_stage(x, gamma, eps, row, size):
@@ -121,11 +127,8 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
         else:
             activations, x_scale = vector_stage(x, gamma, eps, row, size)
-        if cube or n_tile:
-            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
-        else:
-            tiles = block_tile_shapes(size, k, n, element_bytes)
-        pypto.set_cube_tile_shapes(*tiles)
+        pypto.set_cube_tile_shapes(*kernel_tile_shapes(size, k, n, element_bytes, cube=cube, k_tile=k_tile,
+                                                       n_tile=n_tile))
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
