@@ -81,12 +81,13 @@ def test_the_up_front_tile_rule_agrees_with_the_kernel(element_bytes, n):
     y = torch.empty(4, n, dtype=torch.bfloat16)
     static = {"k": k, "n": n, "dtype": "DT_INT8" if int8 else "DT_BF16", "out_dtype": "DT_BF16",
               "quant_mode": "int8_w8a8" if int8 else "none"}
-    tensors = [x, weight, torch.empty(1, n, dtype=x.dtype), torch.rand(4, 1), torch.rand(1, n), y]
+    tensors, scalars = ([x, weight, torch.rand(4, 1), torch.rand(1, n), y], {}) if int8 else ([x, weight, y],
+                                                                                             {"bias": None})
     if refused:
         with pytest.raises(ConstraintViolation, match="C-TILE-05"):
-            get_backend("interp").launch(kernel.build, static, tensors)
+            get_backend("interp").launch(kernel.build, static, tensors, scalars)
     else:
-        get_backend("interp").launch(kernel.build, static, tensors)
+        get_backend("interp").launch(kernel.build, static, tensors, scalars)
         if not int8:
             torch.testing.assert_close(y.float(), x.float() @ weight.float().T, rtol=1e-2, atol=0.5)
 

@@ -22,6 +22,7 @@ copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes
 """
 from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8
 from ptogym.atoms.rms_norm import to_fp32
+from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
 UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (measured: README's tuning notes)
@@ -49,10 +50,11 @@ def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
 
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
           unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, cube_bias: bool = True):
-    """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
-    ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
-    w_scale [1, n] fp32 (read in int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0
-    (read in mxfp8); y [rows, n] of ``out_dtype``.
+    """Kernel(x, weight, y, bias) in mode "none", kernel(x, weight, x_scale, w_scale, y)
+    in the quantized modes: x [rows, k] and weight [n, k] of ``dtype``; bias [1, n] of
+    ``dtype`` when has_bias, else None; x_scale [rows, 1] and w_scale [1, n] fp32
+    (int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0 (mxfp8); y [rows, n] of
+    ``out_dtype``.
     ``unroll=None`` picks the token blocks from the weight's size; ``cube`` (fixed
     tiles) or ``n_tile`` select ``cube_tile_shapes`` instead of ``block_tile_shapes``;
     ``cube_bias`` adds a bias on the cube (``linear_cube_bias``), else on the vector unit."""
@@ -82,18 +84,34 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
             y = linear(pypto, tile, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
         pypto.assemble(y, [row, 0], y_out)
 
-    @pypto.frontend.jit()
-    def linear_kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
-        weight: pypto.Tensor([n, k], in_dt),
-        bias: pypto.Tensor([1, n], in_dt),
-        x_scale: pypto.Tensor(xs_shape, scale_dt),
-        w_scale: pypto.Tensor(ws_shape, scale_dt),
-        y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
-    ):
-        pypto.experimental.set_operation_options(combine_axis=True)
-        pypto.set_vec_tile_shapes(vec_rows, n)
-        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row", unroll_list=sizes):
-            project_block(x, weight, bias, x_scale, w_scale, y_out, row, size)
+    # Two signatures, one per mode family, each with only the inputs its mode reads (a
+    # bias a tensor only when given: ``optional_input``); the same blocks either way.
+    if quant_mode == "none":
+        @pypto.frontend.jit()
+        def linear_kernel(
+            x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
+            weight: pypto.Tensor([n, k], in_dt),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+            bias: optional_input(pypto, has_bias, [1, n], in_dt),
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            pypto.set_vec_tile_shapes(vec_rows, n)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                project_block(x, weight, bias, None, None, y_out, row, size)
+    else:
+        @pypto.frontend.jit()
+        def linear_kernel(
+            x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
+            weight: pypto.Tensor([n, k], in_dt),
+            x_scale: pypto.Tensor(xs_shape, scale_dt),
+            w_scale: pypto.Tensor(ws_shape, scale_dt),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            pypto.set_vec_tile_shapes(vec_rows, n)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                project_block(x, weight, None, x_scale, w_scale, y_out, row, size)
 
     return linear_kernel

@@ -122,14 +122,12 @@ def backend_refusal(quant_mode, backend_name: str) -> str | None:
     return SIM_MXFP8_LIMIT if quant_mode == "mxfp8" and backend_name == "pypto-sim" else None
 
 
-def _scale_operands(quant_mode, x_scale, w_scale, rows, n, k, device) -> list:
-    """x_scale and w_scale in the kernel's layout (placeholders where a mode reads none)."""
+def _scale_operands(quant_mode, x_scale, w_scale, rows, n, k) -> list:
+    """x_scale and w_scale in the kernel's layout."""
     if quant_mode == "mxfp8":  # [.., K/32] -> pypto's [.., K/64, 2]
         blocks = k // kernel.MX_K_ALIGN
         return [x_scale.reshape(rows, blocks, 2), w_scale.reshape(n, blocks, 2)]
-    fp32 = dict(dtype=torch.float32, device=device)
-    return [x_scale.reshape(-1, 1) if x_scale is not None else torch.empty(1, 1, **fp32),
-            w_scale.reshape(1, n) if w_scale is not None else torch.empty(1, n, **fp32)]
+    return [x_scale.reshape(-1, 1), w_scale.reshape(1, n)]
 
 
 def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, out_dtype=None, backend=None,
@@ -142,13 +140,19 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
     n, k = weight.shape
     rows = host.as_rows(x)
     y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
-    tensors = [rows, weight, bias.view(1, n) if bias is not None else x.new_empty(1, n),
-               *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k, x.device), host.as_rows(y)]
+    # the kernel's two signatures (kernel.build's docstring); an absent bias is a None parameter
+    if quant_mode != "none":
+        tensors, absent = [rows, weight, *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k),
+                           host.as_rows(y)], {}
+    elif bias is None:
+        tensors, absent = [rows, weight, host.as_rows(y)], {"bias": None}
+    else:
+        tensors, absent = [rows, weight, host.as_rows(y), bias.view(1, n)], {}
     dtype = INPUT_DTYPES[quant_mode][x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
               "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
     with _platform_for(quant_mode, backend.name):
-        return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
+        return y, host.launch(kernel.build, static, tensors, absent, backend, rows.shape[0])
 
 
 def _platform_for(quant_mode, backend_name: str):

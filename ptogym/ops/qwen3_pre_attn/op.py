@@ -134,13 +134,12 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
                 for gamma, heads in ((q_norm_gamma, d["heads"]), (k_norm_gamma, d["kv_heads"]))]
     front = [hidden, residual, input_gamma.view(1, -1), w_qkv, *per_head, cos, sin]
     if not padded:
-        tensors = [*front, slot_mapping.view(-1, 1), k_cache.view(-1, kv_width), v_cache.view(-1, kv_width),
-                   residual, q]
+        tensors = [*front, k_cache.view(-1, kv_width), v_cache.view(-1, kv_width), residual, q,
+                   slot_mapping.view(-1, 1)]
         return q, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
     kv_rows = [k_cache.new_empty(tokens, *k_cache.shape[1:]) for _ in range(2)]
-    reports = [backend.launch(kernel.build, static, [*front, slot_mapping.view(-1, 1),
-                                                     *(t.view(-1, kv_width) for t in kv_rows), residual, q],
-                              {"eps": float(eps)})]
+    reports = [backend.launch(kernel.build, static, [*front, *(t.view(-1, kv_width) for t in kv_rows), residual, q],
+                              {"index": None, "eps": float(eps)})]
     reports += [scatter_launch(cache, rows, slot_mapping, backend) for cache, rows in zip((k_cache, v_cache), kv_rows)]
     return q, _in_sequence(reports)
 

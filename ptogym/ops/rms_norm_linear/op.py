@@ -64,13 +64,17 @@ def launch(x, gamma, weight, eps=1e-6, *, bias=None, w_scale=None, out_dtype=Non
     out_dtype = out_dtype or x.dtype
     rows = host.as_rows(x)
     y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
-    tensors = [rows, gamma.view(1, k), weight, bias.view(1, n) if bias is not None else x.new_empty(1, n),
-               w_scale.reshape(1, n) if quant else torch.empty(1, n, dtype=torch.float32, device=x.device),
-               host.as_rows(y)]
+    # the kernel's two signatures (kernel.build's docstring); an absent bias is a None parameter
+    if quant:
+        tensors, absent = [rows, gamma.view(1, k), weight, w_scale.reshape(1, n), host.as_rows(y)], {}
+    elif bias is None:
+        tensors, absent = [rows, gamma.view(1, k), weight, host.as_rows(y)], {"bias": None}
+    else:
+        tensors, absent = [rows, gamma.view(1, k), weight, host.as_rows(y), bias.view(1, n)], {}
     static = {"k": k, "n": n, "dtype": host.HALF_DTYPES[x.dtype], "quant": quant,
               "out_dtype": host.FLOAT_DTYPES[out_dtype], "has_bias": bias is not None,
               **(kernel.VARIANTS[variant] if variant else int8_prefill_options(rows.shape[0]) if quant else {})}
-    return y, host.launch(kernel.build, static, tensors, {"eps": float(eps)}, backend, rows.shape[0])
+    return y, host.launch(kernel.build, static, tensors, {**absent, "eps": float(eps)}, backend, rows.shape[0])
 
 
 @torch.library.custom_op("ptogym::rms_norm_linear", mutates_args=())

@@ -102,9 +102,11 @@ def launch(x, cos, sin, layout="interleave", backend=None) -> tuple[torch.Tensor
     rope_dim = cos.shape[1]
     static = {"heads": heads_view[1], "head_dim": heads_view[2], "rope_dim": rope_dim,
               "dtype": SUPPORTED_DTYPES[x.dtype], "layout": layout}
-    tensors = [x.contiguous().view(heads_view), cos.contiguous(), sin.contiguous(),
-               rotation_matrix(rope_dim, layout, x.dtype, x.device), out.view(heads_view)]
-    report = backend.launch(kernel.build, static, tensors)
+    tensors = [x.contiguous().view(heads_view), cos.contiguous(), sin.contiguous(), out.view(heads_view)]
+    if layout == "interleave":  # the only layout that reads it (the kernel takes None otherwise)
+        report = backend.launch(kernel.build, static, [*tensors, rotation_matrix(rope_dim, layout, x.dtype, x.device)])
+    else:
+        report = backend.launch(kernel.build, static, tensors, {"rotation": None})
     if out is not y:
         y.copy_(out)
     return y, report
