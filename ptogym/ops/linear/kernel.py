@@ -101,7 +101,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
                 project_block(x, weight, bias, None, None, y_out, row, size)
     else:
         @pypto.frontend.jit()
-        def linear_kernel(
+        def linear_kernel(  # ptogym: noqa OL01 one kernel per build: the quantized modes' signature
             x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
             weight: pypto.Tensor([n, k], in_dt),
             x_scale: pypto.Tensor(xs_shape, scale_dt),

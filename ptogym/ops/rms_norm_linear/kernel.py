@@ -157,7 +157,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
                 norm_project_block(x, gamma, weight, None, w_scale, y_out, eps, row, size)
     else:
         @pypto.frontend.jit(pass_options=options)
-        def rms_norm_linear_kernel(
+        def rms_norm_linear_kernel(  # ptogym: noqa OL01 one kernel per build: the float signature
             x: pypto.Tensor([pypto.DYNAMIC, k], dt),
             gamma: pypto.Tensor([1, k], dt),
             weight: pypto.Tensor([n, k], w_dt),
