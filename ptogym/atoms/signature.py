@@ -5,8 +5,9 @@ configuration does not read (a bias, a rotation matrix, an index) would still be
 tensor parameter nobody reads or writes (A-OUT-01).  Its annotation is evaluated when
 the kernel is built, though: ``optional_input`` makes it a tensor where the
 configuration reads it and ``None`` where not, which turns the parameter into a
-non-tensor one the caller passes ``None`` for (real pypto 0.2.0 and the interpreter
-both take that; measured under pypto-sim: same tasks and simulated time).  pypto's
+non-tensor one the caller passes ``None`` for (the interpreter takes it, and so does
+real pypto 0.2.0: a probe kernel with such a parameter compiled and computed right
+under pypto-sim).  pypto's
 jit takes every tensor parameter before the non-tensor ones, so optional inputs come
 last, and the present ones must come before the absent ones.
 """
