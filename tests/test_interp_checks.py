@@ -69,7 +69,7 @@ def marked_line(name: str) -> int:
 def clean_state(monkeypatch):
     """Kernels inherit global tile shapes and the platform: start from none / DAV_2201,
     in strict mode whatever $PTOGYM_LENIENT says."""
-    monkeypatch.setattr(checks, "_lenient", False)
+    monkeypatch.setattr(checks._mode, "lenient", False)
     monkeypatch.setattr(checks, "_advised", set())
     monkeypatch.setattr(checks, "_silenced", set())
     vec, cube, profile = runtime.GLOBAL_RUN.vec_tile, runtime.GLOBAL_RUN.cube_tile, interp_platform.profile

@@ -19,7 +19,7 @@ from ptogym.interp.platform import platform as interp_platform
 @pytest.fixture(autouse=True)
 def strict(monkeypatch):
     """Violations raise here, whatever $PTOGYM_LENIENT says."""
-    monkeypatch.setattr(checks, "_lenient", False)
+    monkeypatch.setattr(checks._mode, "lenient", False)
 
 
 @pytest.fixture
@@ -684,7 +684,7 @@ def launcher_sandbox(monkeypatch):
     saved = {name: sys.modules[name] for name in names if name in sys.modules}
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(checks, "_lenient", False)  # strict, whatever $PTOGYM_LENIENT says
+    monkeypatch.setattr(checks._mode, "lenient", False)  # strict, whatever $PTOGYM_LENIENT says
     profile = interp_platform.profile
     pypto.set_platform("DAV_2201")
     yield

@@ -9,6 +9,7 @@ each returns ``(exception type, message)`` pairs naming the argument and the rul
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -21,6 +22,7 @@ ALIGN_BYTES = 32  # vector tiles and GM rows are 32-byte aligned
 INT32_MAX = 2**31 - 1
 
 Problems = list  # of (exception type, message)
+TORCH_LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
 def element_size(dtype: torch.dtype) -> int:
@@ -60,14 +62,48 @@ def rows_rule(name: str, t, min_dims: int = 2) -> Problems:
     return problems
 
 
-def eps_rule(eps) -> Problems:
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) or eps <= 0:
-        return [(ValueError, f"eps: must be a finite number > 0, got {eps!r}")]
+def positive_number_rule(name: str, value) -> Problems:
+    """A numeric attribute (eps, a scale): a real number - Python int or float, or a numpy
+    scalar of either - finite and > 0 once converted to the float the kernel takes.  A
+    bool is refused (``True`` is no epsilon), so are NaN, infinities and integers too
+    large for a float (``10**400``)."""
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}...({len(repr(value))} chars)"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy.bool_ is no numbers.Real
+        return [(TypeError, f"{name}: must be a real number (int, float or a numpy scalar), got "
+                            f"{type(value).__name__} {shown}")]
+    try:
+        as_float = float(value)
+    except OverflowError:
+        return [(ValueError, f"{name}: {shown} overflows a float; must be a finite number > 0")]
+    if not math.isfinite(as_float) or as_float <= 0:
+        return [(ValueError, f"{name}: must be a finite number > 0, got {shown}")]
     return []
+
+
+def eps_rule(eps) -> Problems:
+    return positive_number_rule("eps", eps)
 
 
 def choice_rule(name: str, value, choices) -> Problems:
     return [] if value in choices else [(ValueError, f"{name}: {value!r} is not one of {list(choices)}")]
+
+
+def autograd_rule(op_name: str, tensors: dict, written=()) -> Problems:
+    """Every operator alike, on every backend: with grad mode on, an argument that
+    requires grad is refused, since the kernels are forward only (no backward to
+    record); a written leaf gets torch's own wording for ``leaf.add_()``.  Under
+    ``torch.no_grad()`` the call runs and its results do not require grad, as torch's
+    own ops there."""
+    if not torch.is_grad_enabled():
+        return []
+    for name, t in tensors.items():
+        if t is None or not t.requires_grad:
+            continue
+        if name in written and t.is_leaf:
+            return [(ValueError, f"{name}: {TORCH_LEAF_MESSAGE}")]
+        return [(ValueError, f"{name}: requires grad, but {op_name} has no backward (its kernel is forward "
+                             f"only); call it under torch.no_grad() or pass {name}.detach()")]
+    return []
 
 
 def raise_first(problems: Problems) -> None:
@@ -75,9 +111,9 @@ def raise_first(problems: Problems) -> None:
         raise error(message)
 
 
-def check_tensors(device_of: str, **tensors) -> None:
+def check_tensors(op_name: str, device_of: str, **tensors) -> None:
     """Raise unless every non-None argument is a contiguous torch.Tensor on the device
-    of ``tensors[device_of]``."""
+    of ``tensors[device_of]`` that passes ``autograd_rule``."""
     for name, t in tensors.items():
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
@@ -89,6 +125,13 @@ def check_tensors(device_of: str, **tensors) -> None:
             raise ValueError(f"{name}: device {t.device} must equal {device_of}'s device {device}")
         if not t.is_contiguous():
             raise ValueError(f"{name}: must be contiguous (strides {t.stride()})")
+    raise_first(autograd_rule(op_name, tensors))
+
+
+def is_meta(t: torch.Tensor) -> bool:
+    """A meta tensor carries a shape and no values: rules on values do not apply to it,
+    and a launch on meta tensors gives shape-only results (``BackendBase.launch``)."""
+    return t.device.type == "meta"
 
 
 def as_rows(t: torch.Tensor) -> torch.Tensor:

@@ -148,6 +148,60 @@ def block_tile_shapes(rows: int, k: int, n: int, element_bytes: int):
     return projection_tile_shapes(rows, k, n, element_bytes)
 
 
+def kernel_tile_shapes(rows: int, k: int, n: int, element_bytes: int, *, cube=None, k_tile: int = 256,
+                       n_tile: int = None):
+    """The cube tiles a projection kernel (``linear``, ``rms_norm_linear``) sets for a
+    block of ``rows`` tokens: ``cube`` (fixed tiles) or ``n_tile`` select
+    ``cube_tile_shapes``, else ``block_tile_shapes``."""
+    if cube or n_tile:
+        return cube_tile_shapes(rows, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
+    return block_tile_shapes(rows, k, n, element_bytes)
+
+
+ND_INNER_AXIS_LIMIT = 65535  # pypto: an ND matmul operand's inner (last) axis must be below it
+CUBE_ALIGN_BYTES = 32
+
+
+def cube_tile_violations(tiles, element_bytes: int) -> list[str]:
+    """What pypto 0.2.0 refuses in ``set_cube_tile_shapes`` tiles of a matmul with
+    ``element_bytes`` operands on DAV_2201 (the rules the interpreter checks as C-TILE-05):
+    0 < L0 <= L1 and L1 % L0 == 0 per axis, nL0 * bytes 32-byte aligned, and the L0A, L0B,
+    L0C (fp32 accumulator) and L1 footprints within their buffers."""
+    (m0, m1), (k0, k1, *_), (n0, n1) = tiles
+    problems = [f"{axis} tile [{l0}, {l1}] needs 0 < L0 <= L1 and L1 % L0 == 0"
+                for axis, (l0, l1) in (("m", (m0, m1)), ("k", (k0, k1)), ("n", (n0, n1)))
+                if not (0 < l0 <= l1 and l1 % l0 == 0)]
+    if n0 * element_bytes % CUBE_ALIGN_BYTES:
+        problems.append(f"nL0 {n0} x {element_bytes} B = {n0 * element_bytes} B is not {CUBE_ALIGN_BYTES}-byte "
+                        f"aligned")
+    needs = {"L0A": (m0 * k0 * element_bytes, L0A_BYTES), "L0B": (k0 * n0 * element_bytes, L0B_BYTES),
+             "L0C": (m0 * n0 * 4, L0C_BYTES), "L1": ((m1 * k1 + k1 * n1) * element_bytes, L1_BYTES)}
+    problems += [f"needs {need} B of {buffer} > {have} B" for buffer, (need, have) in needs.items() if need > have]
+    return problems
+
+
+def inner_axis_violations(k: int) -> list[str]:
+    if k >= ND_INNER_AXIS_LIMIT:
+        return [f"weight: K={k} must be < {ND_INNER_AXIS_LIMIT} (pypto: an ND matmul operand's inner axis)"]
+    return []
+
+
+def projection_violations(k: int, n: int, element_bytes: int, block_sizes, **tile_options) -> list[str]:
+    """Why a projection kernel cannot multiply by a [n, k] weight, before it runs: K at
+    or past the ND inner-axis limit, or a block size whose tiles (``kernel_tile_shapes``,
+    the function the kernel itself calls) pypto refuses.  Every block size of the
+    kernel's ``loop_unroll`` is checked, as pypto compiles them all."""
+    if problems := inner_axis_violations(k):
+        return problems
+    for rows in block_sizes:
+        tiles = kernel_tile_shapes(rows, k, n, element_bytes, **tile_options)
+        if problems := cube_tile_violations(tiles, element_bytes):
+            return [f"weight: [N={n}, K={k}] with {element_bytes}-byte elements cannot be tiled for the cube: for "
+                    f"{rows}-token blocks the tiles m{tiles[0]} k{tiles[1]} n{tiles[2]}: {'; '.join(problems)} "
+                    f"(pypto's cube tile rules)"]
+    return []
+
+
 def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):
     """MX fp8 projection through ``scaled_mm``: x_fp8 [rows, K] and weight_fp8 [N, K]
     of one fp8 type; x_scale [rows, K/64, 2] and w_scale [N, K/64, 2] e8m0 in pypto's

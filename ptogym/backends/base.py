@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
@@ -40,6 +41,7 @@ class BackendBase:
 
     def __init__(self):
         self._kernels: dict = {}
+        self._compile_lock = threading.Lock()  # concurrent first calls build a kernel once
         self.last_report: LaunchReport | None = None
         self.cost_only_mode = False
 
@@ -69,28 +71,36 @@ class BackendBase:
 
     def compile(self, builder: Callable, **static) -> Callable:
         key = (builder.__module__, builder.__qualname__, tuple(sorted(static.items())))
-        if key not in self._kernels:
-            self.check_available()
-            self._kernels[key] = builder(self.pypto, **static)
-        return self._kernels[key]
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            with self._compile_lock:
+                kernel = self._kernels.get(key)
+                if kernel is None:
+                    self.check_available()
+                    kernel = self._kernels[key] = builder(self.pypto, **static)
+        return kernel
 
     def launch(self, builder: Callable, static: dict, tensors: list, scalars: dict | None = None) -> LaunchReport:
-        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``.
+        """Build (cached) and run ``builder(pypto, **static)`` with ``tensors`` then ``scalars``;
+        on meta tensors nothing is built or run (shape-only results, every backend alike).
 
         Raises ``OutputsNotComputed`` - before compiling where the backend knows in
         advance - when the outputs would not be computed, unless in ``cost_only()``.
         """
+        if any(t.device.type == "meta" for t in tensors if hasattr(t, "device")):
+            # meta tensors carry shapes only: the outputs the caller allocated are the result
+            return LaunchReport(backend=self.name, wall_s=0.0, extra={"compute": "meta tensors: shapes only"})
         if not self.cost_only_mode:
             self._check_computes_outputs(tensors)
         kernel = self.compile(builder, **static)
         start = time.perf_counter()
         self._call(kernel, tensors, scalars or {})
-        self.last_report = self._report(time.perf_counter() - start)
-        if not self.last_report.outputs_valid and not self.cost_only_mode:
+        report = self.last_report = self._report(time.perf_counter() - start)
+        if not report.outputs_valid and not self.cost_only_mode:
             raise OutputsNotComputed(f"{self.name}: the kernel ran but its outputs were not computed "
-                                     f"({self.last_report.extra.get('compute', 'no numbers')}); "
+                                     f"({report.extra.get('compute', 'no numbers')}); "
                                      "outputs_valid=False never reaches a caller as a result")
-        return self.last_report
+        return report
 
     def _check_computes_outputs(self, tensors: list) -> None:
         """Raise ``OutputsNotComputed`` when a launch on *tensors* would not compute its outputs."""

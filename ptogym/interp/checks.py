@@ -29,12 +29,17 @@ interpreter itself will do (a loop's trip count: pypto's ``loop`` builds one loo
 whatever the count, so pypto compiles a loop of 2**40 iterations, which the
 interpreter would run for days).  Exceeding one raises ``ResourceLimitExceeded``,
 strict or lenient; each bound is set by its environment variable or ``set_limit()``.
+
+Threads: ``lenient()`` applies to the thread that enters it (``PTOGYM_LENIENT`` to
+every thread); ``silence`` is process-wide, and each advice site is shown once per
+process whichever thread reaches it first.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
+import threading
 import warnings
 from dataclasses import dataclass
 
@@ -148,8 +153,14 @@ def exceeded(check_id: str, details: str, location: str | None = None) -> None:
 
 _INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES = (_INTERP_DIR, os.path.dirname(contextlib.__file__))
-_lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")
-_downgraded = 0  # constraint violations lenient mode turned into warnings, ever
+
+
+class _ThreadMode(threading.local):
+    lenient = os.environ.get("PTOGYM_LENIENT", "") not in ("", "0")  # each thread starts from the variable
+    downgraded = 0  # constraint violations lenient mode turned into warnings in this thread, ever
+
+
+_mode = _ThreadMode()
 
 
 class ConstraintViolation(ValueError):
@@ -190,6 +201,7 @@ def silenced_by_env(environ=os.environ) -> set:
 
 _silenced: set | None = None  # read from PTOGYM_SILENCE on first use
 _advised: set = set()  # (id, site) already shown
+_advised_lock = threading.Lock()
 
 
 def _silenced_ids() -> set:
@@ -216,9 +228,10 @@ def advise(check_id: str, details: str, location: str | None = None) -> None:
     if check_id in _silenced_ids():
         return
     site = location or user_location()
-    if (check_id, site) in _advised:
-        return
-    _advised.add((check_id, site))
+    with _advised_lock:  # two threads at one site: one warning
+        if (check_id, site) in _advised:
+            return
+        _advised.add((check_id, site))
     message = f"[{check_id}] {site}: {details} (advice: {ADVICE[check_id]})"
     warnings.warn_explicit(message, ConstraintWarning, *_split_site(site))
 
@@ -240,16 +253,15 @@ def user_location() -> str:
 
 def violation(check_id: str, details: str, location: str | None = None) -> None:
     """Raise (strict) or warn (lenient) about a broken constraint."""
-    global _downgraded
     error = ConstraintViolation(check_id, details, location or user_location())
-    if not _lenient:
+    if not _mode.lenient:
         raise error
-    _downgraded += 1
+    _mode.downgraded += 1
     warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
 
 def is_lenient() -> bool:
-    return _lenient
+    return _mode.lenient
 
 
 @dataclass
@@ -268,20 +280,19 @@ class Leniency:
 def watching_leniency():
     """Yield a Leniency filled in when the block ends: set when lenient mode is on at
     its start or end, or let a violation through inside it."""
-    watch, start = Leniency(lenient=_lenient), _downgraded
+    watch, start = Leniency(lenient=_mode.lenient), _mode.downgraded
     try:
         yield watch
     finally:
-        watch.downgraded = _downgraded - start
-        watch.lenient = watch.lenient or _lenient or watch.downgraded > 0
+        watch.downgraded = _mode.downgraded - start
+        watch.lenient = watch.lenient or _mode.lenient or watch.downgraded > 0
 
 
 @contextlib.contextmanager
 def lenient(enabled: bool = True):
-    """Within the block, constraint violations warn instead of raising."""
-    global _lenient
-    previous, _lenient = _lenient, enabled
+    """Within the block, constraint violations in this thread warn instead of raising."""
+    previous, _mode.lenient = _mode.lenient, enabled
     try:
         yield
     finally:
-        _lenient = previous
+        _mode.lenient = previous

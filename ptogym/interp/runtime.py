@@ -1,8 +1,13 @@
 """Kernel execution state: the running kernel, its tile settings, parameters,
 workspace tensors and loops.  One ``KernelRun`` lives for one jit call; outside any
-kernel a module-level run holds the global settings (as pypto's config does)."""
+kernel a module-level run holds the global settings (as pypto's config does).
+
+Each thread has its own stack of running kernels (kernels may run concurrently from
+several threads); every stack starts from the one process-wide ``GLOBAL_RUN``, whose
+settings a kernel copies when it starts."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -101,20 +106,29 @@ class KernelRun:
 
 
 GLOBAL_RUN = KernelRun(name="<global>")
-_stack: list[KernelRun] = [GLOBAL_RUN]
+
+
+_thread = threading.local()  # .runs: this thread's kernels, innermost last (GLOBAL_RUN first)
+_thread.runs = [GLOBAL_RUN]  # the importing thread's; another thread's begins at its first kernel
 
 
 def current() -> KernelRun:
-    return _stack[-1]
+    try:
+        return _thread.runs[-1]
+    except AttributeError:  # a thread that never ran a kernel (a plain local: the fastest lookup)
+        return GLOBAL_RUN
 
 
 def in_kernel() -> bool:
-    return len(_stack) > 1
+    return len(getattr(_thread, "runs", ())) > 1
 
 
 def push(run: KernelRun) -> None:
-    _stack.append(run)
+    try:
+        _thread.runs.append(run)
+    except AttributeError:
+        _thread.runs = [GLOBAL_RUN, run]
 
 
 def pop() -> None:
-    _stack.pop()
+    _thread.runs.pop()

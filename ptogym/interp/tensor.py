@@ -184,7 +184,7 @@ def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
     result = Tensor(shape, dtype, _data=data)
-    if trace.recorder is not None:  # ptogym bisect is recording op results
+    if trace.recorders:  # ptogym bisect is recording op results
         trace.record(result)
     return result
 
@@ -384,7 +384,7 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
     ScatteredRows.settle_all_on(dst.data)
     dst.data[region].copy_(data)
     _note_write(dst, region, op)
-    if trace.recorder is not None:  # ptogym bisect follows values into memory
+    if trace.recorders:  # ptogym bisect follows values into memory
         trace.note_write(src, dst, op)
 
 
@@ -460,7 +460,7 @@ class ScatteredRows(Tensor):
         base.view(-1, self._rows.shape[-1])[self._index] = self._rows
         self._index, self._rows = self._index[:0], self._rows[:0]
         _note_write(dst, tuple(slice(0, n) for n in base.shape), "move")
-        if trace.recorder is not None:  # ptogym bisect follows values into memory
+        if trace.recorders:  # ptogym bisect follows values into memory
             trace.note_write(self, dst, "move")
         return True
 

@@ -5,13 +5,14 @@ op result (the op's public name, the kernel's file:line, the semantic label set 
 ``pypto.set_semantic_label``, the records of its tensor operands and a copy of the
 result's valid data), and ``ops.writes`` with one ``WriteRecord`` per tile written
 into memory (assemble, move, ``out[...] =``): which record it came from and which
-storage it went to.  Together they are the kernel's dataflow: which value fed which
+storage it went to, made by the thread that entered the block.  Together they are the kernel's dataflow: which value fed which
 op, and which values reached the outputs.  The hooks test one module global, so
-nothing is paid when not recording.
+nothing is paid when no thread records.
 """
 from __future__ import annotations
 
 import sys
+import threading
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from . import runtime
 from .checks import _SKIP_PREFIXES
 
-recorder: Trace | None = None  # the trace being filled while recording, else None
+recorders: dict = {}  # thread id -> the Trace that thread's recording() fills; empty when none records
 
 
 @dataclass
@@ -96,8 +97,10 @@ def _operands(frame) -> list:
 
 def record(result) -> None:
     """Append ``result`` (an op's Tensor) with the op, kernel line and operands that made it."""
+    trace = recorders.get(threading.get_ident())
+    if trace is None:  # another thread records
+        return
     op, op_frame, file, line = _user_site()
-    trace = recorder
     trace.settle()
     inputs = sorted({i for value in _operands(op_frame) if value is not result
                      for i in [trace.index_of(value)] if i is not None})
@@ -109,8 +112,10 @@ def record(result) -> None:
 
 def note_write(source, destination, op: str) -> None:
     """A tile ``source`` written into ``destination``'s memory."""
+    trace = recorders.get(threading.get_ident())
+    if trace is None:  # another thread records
+        return
     _, _, file, line = _user_site()
-    trace = recorder
     trace.settle()
     trace.writes.append(WriteRecord(len(trace), op, file, line, trace.index_of(source),
                                     destination.data.untyped_storage().data_ptr()))
@@ -118,14 +123,15 @@ def note_write(source, destination, op: str) -> None:
 
 @contextmanager
 def recording():
-    """Record op results made inside the block into the yielded Trace (not nestable)."""
-    global recorder
-    if recorder is not None:
-        raise RuntimeError("ptogym.interp.trace.recording() is already active")
-    recorder = Trace()
+    """Record op results this thread makes inside the block into the yielded Trace (not
+    nestable within a thread)."""
+    thread = threading.get_ident()
+    if thread in recorders:
+        raise RuntimeError("ptogym.interp.trace.recording() is already active in this thread")
+    recorders[thread] = Trace()
     try:
-        yield recorder
+        yield recorders[thread]
     finally:
-        recorder.settle()
-        recorder._results.clear()
-        recorder = None
+        recorders[thread].settle()
+        recorders[thread]._results.clear()
+        del recorders[thread]

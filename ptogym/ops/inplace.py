@@ -5,9 +5,9 @@ naming the argument and the rule when
 
 * a written tensor overlaps any other argument, written or read (any view, any
   stride, any dtype reinterpretation: memory is compared byte by byte);
-* grad mode is on and an argument requires grad: a written leaf gets torch's own
-  wording for ``leaf.add_()``, anything else is refused because the kernels are
-  forward-only (there is no backward to record).
+* grad mode is on and an argument requires grad (``ptogym.atoms.host.autograd_rule``,
+  the rule of every operator): a written leaf gets torch's own wording for
+  ``leaf.add_()``, anything else is refused because the kernels are forward-only.
 
 It reads nothing but shapes, strides and addresses and writes nothing, so a refusal
 leaves every input bitwise unchanged.  Tensors on the ``meta`` device have no memory
@@ -20,7 +20,8 @@ from typing import Mapping
 
 import torch
 
-TORCH_LEAF_MESSAGE = "a leaf Variable that requires grad is being used in an in-place operation."
+from ptogym.atoms.host import TORCH_LEAF_MESSAGE, autograd_rule, raise_first  # noqa: F401 - TORCH_LEAF_MESSAGE re-exported
+
 _MAX_PROBED_ELEMENTS = 1 << 22  # above this, a span overlap is taken as an element overlap
 
 
@@ -35,15 +36,7 @@ def check_inplace_arguments(op_name: str, written: Mapping[str, torch.Tensor],
                 target, source = (name, other) if name in written else (other, name)
                 raise ValueError(f"{source}: shares memory with {target}, which {op_name} writes in place; "
                                  f"pass a separate tensor (e.g. {source}.clone())")
-    if not torch.is_grad_enabled():
-        return  # as torch: in-place writes under no_grad() are allowed
-    for name, tensor in everything.items():
-        if not tensor.requires_grad:
-            continue
-        if name in written and tensor.is_leaf:
-            raise ValueError(f"{name}: {TORCH_LEAF_MESSAGE}")
-        raise ValueError(f"{name}: requires grad, but {op_name} has no backward (its kernel is forward "
-                         f"only); call it under torch.no_grad() or pass {name}.detach()")
+    raise_first(autograd_rule(op_name, everything, written))
 
 
 def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:

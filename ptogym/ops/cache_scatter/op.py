@@ -14,6 +14,7 @@ import math
 
 import torch
 
+from ptogym.atoms import host
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -62,7 +63,10 @@ def shape_rule_violations(cache, values, slot_mapping) -> list[tuple[type, str]]
 
 
 def slot_violations(slot_mapping: torch.Tensor, slots: int) -> list[str]:
-    """Slot values the device cannot take: out of range, or one slot named twice."""
+    """Slot values the device cannot take: out of range, or one slot named twice (none
+    known for a meta tensor)."""
+    if host.is_meta(slot_mapping):
+        return []
     problems = []
     beyond = (slot_mapping >= slots).nonzero().flatten()
     if beyond.numel():
@@ -109,13 +113,16 @@ def launch(cache, values, slot_mapping, backend=None) -> LaunchReport:
     """Validate, drop the padding tokens, then scatter in place; return the launch report."""
     validate(cache, values, slot_mapping)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
+    row = math.prod(cache.shape[1:])
+    static = {"row": row, "dtype": SUPPORTED_DTYPES[cache.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype]}
+    if host.is_meta(cache):  # which tokens are padding is unknown: the launch gives shapes only
+        return backend.launch(kernel.build, static, [values.reshape(-1, row), slot_mapping.reshape(-1, 1),
+                                                     cache.view(-1, row)])
     keep = slot_mapping >= 0
     if not bool(keep.any()):
         return LaunchReport(backend=backend.name, wall_s=0.0)
-    row = math.prod(cache.shape[1:])
     rows = values.reshape(-1, row)[keep].contiguous()
     index = slot_mapping[keep].reshape(-1, 1).contiguous()
-    static = {"row": row, "dtype": SUPPORTED_DTYPES[cache.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype]}
     return backend.launch(kernel.build, static, [rows, index, cache.view(-1, row)])
 
 

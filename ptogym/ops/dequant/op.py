@@ -39,7 +39,7 @@ def rule_violations(x_int32, scale_a, scale_b, out_dtype) -> list:
 
 
 def validate(x_int32, scale_a, scale_b, out_dtype) -> None:
-    host.check_tensors("x_int32", x_int32=x_int32, scale_a=scale_a, scale_b=scale_b)
+    host.check_tensors("dequant", "x_int32", x_int32=x_int32, scale_a=scale_a, scale_b=scale_b)
     host.raise_first(rule_violations(x_int32, scale_a, scale_b, out_dtype))
 
 

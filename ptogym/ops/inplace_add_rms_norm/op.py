@@ -12,10 +12,10 @@ a custom op whose outputs alias its inputs; the Python function returns the alia
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
+from ptogym.atoms import host
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec, describe
@@ -55,23 +55,7 @@ def shape_rule_violations(x1, x2, gamma, eps) -> list[tuple[type, str]]:
                                      f"{kernel.SUM_BUFFER_BYTES} B reduction buffer"))
     if math.prod(shape) > INT32_MAX:
         problems.append((ValueError, f"x1: {math.prod(shape)} elements > {INT32_MAX}; PyPTO shapes are int32-sized"))
-    if eps_problem := _eps_problem(eps):
-        problems.append((ValueError, eps_problem))
-    return problems
-
-
-def _eps_problem(eps) -> str | None:
-    """eps must be a real number (Python or numpy) that is finite and > 0 as a float."""
-    shown = repr(eps) if len(repr(eps)) <= 40 else f"{repr(eps)[:20]}...({len(repr(eps))} chars)"
-    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-        return f"eps: must be a real number, got {type(eps).__name__} {shown}"
-    try:
-        value = float(eps)
-    except OverflowError:
-        value = math.inf
-    if not math.isfinite(value) or value <= 0:
-        return f"eps: must be a finite number > 0, got {shown}"
-    return None
+    return problems + host.eps_rule(eps)
 
 
 def validate(x1, x2, gamma, eps) -> None:

@@ -20,9 +20,9 @@ model (README): up to 128 tokens ``projection_tile_shapes`` (L1 k tiles as long 
 copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
 (n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
 """
-from ptogym.atoms.linear import (block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_mxfp8,
-                                 linear_w8a8)
+from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8
 from ptogym.atoms.rms_norm import to_fp32
+from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
 
 UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (measured: README's tuning notes)
@@ -40,12 +40,21 @@ VARIANTS = {
 }
 
 
+def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
+    """The kernel's token block sizes, largest first: ``unroll`` (None: picked from the
+    weight's size) with 1 for the ragged tail."""
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,
           unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, cube_bias: bool = True):
-    """Kernel(x, weight, bias, x_scale, w_scale, y): x [rows, k] and weight [n, k] of
-    ``dtype``; bias [1, n] of ``dtype`` (read when has_bias); x_scale [rows, 1] and
-    w_scale [1, n] fp32 (read in int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0
-    (read in mxfp8); y [rows, n] of ``out_dtype``.
+    """Kernel(x, weight, y, bias) in mode "none", kernel(x, weight, x_scale, w_scale, y)
+    in the quantized modes: x [rows, k] and weight [n, k] of ``dtype``; bias [1, n] of
+    ``dtype`` when has_bias, else None; x_scale [rows, 1] and w_scale [1, n] fp32
+    (int8_w8a8), or [rows, k/64, 2] and [n, k/64, 2] e8m0 (mxfp8); y [rows, n] of
+    ``out_dtype``.
     ``unroll=None`` picks the token blocks from the weight's size; ``cube`` (fixed
     tiles) or ``n_tile`` select ``cube_tile_shapes`` instead of ``block_tile_shapes``;
     ``cube_bias`` adds a bias on the cube (``linear_cube_bias``), else on the vector unit."""
@@ -53,9 +62,7 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
         raise ValueError(f"quant_mode: {quant_mode!r} is not one of {QUANT_MODES}")
     in_dt, out_dt = getattr(pypto, dtype), getattr(pypto, out_dtype)
     element_bytes = ELEMENT_BYTES[dtype]
-    if unroll is None:
-        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
-    sizes = sorted(set(unroll) | {1}, reverse=True)
+    sizes = block_sizes(k, n, element_bytes, unroll)
     vec_rows = vec_tile_rows(n, sizes[0])
     mx = quant_mode == "mxfp8"
     k_blocks = k // MX_K_ALIGN
@@ -63,11 +70,8 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
     scale_dt = pypto.DT_FP8E8M0 if mx else pypto.DT_FP32
 
     def project_block(x, weight, bias, x_scale, w_scale, y_out, row, size):
-        if cube or n_tile:
-            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
-        else:
-            tiles = block_tile_shapes(size, k, n, element_bytes)
-        pypto.set_cube_tile_shapes(*tiles)
+        pypto.set_cube_tile_shapes(*kernel_tile_shapes(size, k, n, element_bytes, cube=cube, k_tile=k_tile,
+                                                       n_tile=n_tile))
         tile = pypto.view(x, [size, k], [row, 0])
         if mx:
             y = linear_mxfp8(pypto, tile, weight, pypto.view(x_scale, [size, k_blocks, 2], [row, 0, 0]), w_scale,
@@ -80,18 +84,34 @@ def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str 
             y = linear(pypto, tile, weight, out_dt, bias=to_fp32(pypto, bias) if has_bias else None)
         pypto.assemble(y, [row, 0], y_out)
 
-    @pypto.frontend.jit()
-    def linear_kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
-        weight: pypto.Tensor([n, k], in_dt),
-        bias: pypto.Tensor([1, n], in_dt),
-        x_scale: pypto.Tensor(xs_shape, scale_dt),
-        w_scale: pypto.Tensor(ws_shape, scale_dt),
-        y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
-    ):
-        pypto.experimental.set_operation_options(combine_axis=True)
-        pypto.set_vec_tile_shapes(vec_rows, n)
-        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row", unroll_list=sizes):
-            project_block(x, weight, bias, x_scale, w_scale, y_out, row, size)
+    # Two signatures, one per mode family, each with only the inputs its mode reads (a
+    # bias a tensor only when given: ``optional_input``); the same blocks either way.
+    if quant_mode == "none":
+        @pypto.frontend.jit()
+        def linear_kernel(
+            x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
+            weight: pypto.Tensor([n, k], in_dt),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+            bias: optional_input(pypto, has_bias, [1, n], in_dt),
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            pypto.set_vec_tile_shapes(vec_rows, n)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                project_block(x, weight, bias, None, None, y_out, row, size)
+    else:
+        @pypto.frontend.jit()
+        def linear_kernel(  # ptogym: noqa OL01 one kernel per build: the quantized modes' signature
+            x: pypto.Tensor([pypto.DYNAMIC, k], in_dt),
+            weight: pypto.Tensor([n, k], in_dt),
+            x_scale: pypto.Tensor(xs_shape, scale_dt),
+            w_scale: pypto.Tensor(ws_shape, scale_dt),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            pypto.set_vec_tile_shapes(vec_rows, n)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                project_block(x, weight, None, x_scale, w_scale, y_out, row, size)
 
     return linear_kernel

@@ -24,6 +24,7 @@ import contextlib
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import inner_axis_violations, projection_violations
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.interp.platform import using_platform
@@ -70,6 +71,12 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
     out_bytes = host.element_size(_default_out_dtype(x, quant_mode, out_dtype))
     if n * max(out_bytes, 4) % host.ALIGN_BYTES:  # the fp32/int32 accumulator row and the output row
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
+    if quant_mode != "mxfp8":  # the tiles the kernel will set, checked before it runs
+        element_bytes = kernel.ELEMENT_BYTES[INPUT_DTYPES[quant_mode][x.dtype]]
+        problems += [(ValueError, message) for message in projection_violations(
+            k, n, element_bytes, kernel.block_sizes(k, n, element_bytes))]
+    else:
+        problems += [(ValueError, message) for message in inner_axis_violations(k)]
     if quant_mode == "mxfp8" and k % kernel.MX_K_ALIGN:
         problems.append((ValueError, f"x: K={k} must be a multiple of {kernel.MX_K_ALIGN} with quant_mode='mxfp8' "
                                      f"(pypto's scaled_mm: one e8m0 scale per {MX_BLOCK} elements, K aligned to 64)"))
@@ -96,7 +103,7 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
 
 
 def validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> None:
-    host.check_tensors("x", x=x, weight=weight, bias=bias, x_scale=x_scale, w_scale=w_scale)
+    host.check_tensors("linear", "x", x=x, weight=weight, bias=bias, x_scale=x_scale, w_scale=w_scale)
     host.raise_first(rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype))
 
 
@@ -115,14 +122,12 @@ def backend_refusal(quant_mode, backend_name: str) -> str | None:
     return SIM_MXFP8_LIMIT if quant_mode == "mxfp8" and backend_name == "pypto-sim" else None
 
 
-def _scale_operands(quant_mode, x_scale, w_scale, rows, n, k, device) -> list:
-    """x_scale and w_scale in the kernel's layout (placeholders where a mode reads none)."""
+def _scale_operands(quant_mode, x_scale, w_scale, rows, n, k) -> list:
+    """x_scale and w_scale in the kernel's layout."""
     if quant_mode == "mxfp8":  # [.., K/32] -> pypto's [.., K/64, 2]
         blocks = k // kernel.MX_K_ALIGN
         return [x_scale.reshape(rows, blocks, 2), w_scale.reshape(n, blocks, 2)]
-    fp32 = dict(dtype=torch.float32, device=device)
-    return [x_scale.reshape(-1, 1) if x_scale is not None else torch.empty(1, 1, **fp32),
-            w_scale.reshape(1, n) if w_scale is not None else torch.empty(1, n, **fp32)]
+    return [x_scale.reshape(-1, 1), w_scale.reshape(1, n)]
 
 
 def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, out_dtype=None, backend=None,
@@ -135,13 +140,19 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
     n, k = weight.shape
     rows = host.as_rows(x)
     y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
-    tensors = [rows, weight, bias.view(1, n) if bias is not None else x.new_empty(1, n),
-               *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k, x.device), host.as_rows(y)]
+    # the kernel's two signatures (kernel.build's docstring); an absent bias is a None parameter
+    if quant_mode != "none":
+        tensors, absent = [rows, weight, *_scale_operands(quant_mode, x_scale, w_scale, rows.shape[0], n, k),
+                           host.as_rows(y)], {}
+    elif bias is None:
+        tensors, absent = [rows, weight, host.as_rows(y)], {"bias": None}
+    else:
+        tensors, absent = [rows, weight, host.as_rows(y), bias.view(1, n)], {}
     dtype = INPUT_DTYPES[quant_mode][x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
               "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
     with _platform_for(quant_mode, backend.name):
-        return y, host.launch(kernel.build, static, tensors, {}, backend, rows.shape[0])
+        return y, host.launch(kernel.build, static, tensors, absent, backend, rows.shape[0])
 
 
 def _platform_for(quant_mode, backend_name: str):

@@ -81,7 +81,7 @@ def validate(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, eps) -> None:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     host.raise_first(shape_rule_violations(*tensors.values(), eps))
-    host.check_tensors("x", **tensors)
+    host.check_tensors("mla_prolog", "x", **tensors)
 
 
 def _outputs(x, d):

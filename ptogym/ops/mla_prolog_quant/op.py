@@ -53,7 +53,7 @@ def validate(*args) -> None:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     host.raise_first(shape_rule_violations(*tensors, eps))
-    host.check_tensors("x", **named)
+    host.check_tensors("mla_prolog_quant", "x", **named)
 
 
 def _outputs(x, d):

@@ -42,7 +42,7 @@ def rule_violations(x) -> list:
 
 
 def validate(x) -> None:
-    host.check_tensors("x", x=x)
+    host.check_tensors("per_token_quant", "x", x=x)
     host.raise_first(rule_violations(x))
 
 

@@ -25,6 +25,7 @@ from ptogym.atoms.cache_scatter import scatter_rows
 from ptogym.atoms.linear import cube_tile_shapes, linear
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope
+from ptogym.atoms.signature import optional_input
 
 UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
@@ -49,13 +50,13 @@ def vec_rows(width: int, limit: int) -> int:
 def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype: str, index_dtype: str,
           unroll=UNROLL, cube_fixed=None, kv_rows_out: bool = False):
     """The jit kernel: kernel(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin,
-    index, k_cache, v_cache, residual_out, q_out, eps); input_gamma [1, H], index [T, 1], caches
+    k_cache, v_cache, residual_out, q_out, index, eps); input_gamma [1, H], index [T, 1], caches
     [slots, kv_heads * head_dim]; the head gammas come repeated per head, [1, heads, head_dim]
     (pypto broadcasts along one axis only: [1, 1, D] against [tokens, heads, D] does not compile).
 
     ``kv_rows_out`` (batches with padding slots): k_cache and v_cache are [T, kv_heads *
     head_dim] outputs that receive every token's k and v rows at the token's own row
-    (index is not read), and the operator writes the kept ones into the caches with
+    (index is None: not read), and the operator writes the kept ones into the caches with
     ``ptogym.ops.cache_scatter`` (pypto has no row-wise conditional write, and a
     dynamic-T staging workspace inside the kernel is not allowed)."""
     dt, index_dt = getattr(pypto, dtype), getattr(pypto, index_dtype)
@@ -130,11 +131,11 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
         k_norm_gamma: pypto.Tensor([1, kv_heads, head_dim], dt),
         cos: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
         sin: pypto.Tensor([pypto.DYNAMIC, head_dim], dt),
-        index: pypto.Tensor([pypto.DYNAMIC, 1], index_dt),
         k_cache: pypto.Tensor([pypto.DYNAMIC, kv_width], dt),
         v_cache: pypto.Tensor([pypto.DYNAMIC, kv_width], dt),
         residual_out: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
         q_out: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
+        index: optional_input(pypto, not kv_rows_out, [pypto.DYNAMIC, 1], index_dt),
         eps: float,
     ):
         for token, count in pypto.loop_unroll(0, hidden_states.shape[0], 1, name="LOOP_TOKENS",

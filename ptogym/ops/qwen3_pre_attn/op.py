@@ -104,9 +104,10 @@ def validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, c
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
     host.raise_first(shape_rule_violations(*tensors.values(), eps))
-    host.check_tensors("hidden", **tensors)
-    written = {name: tensors.pop(name) for name in WRITES}
-    check_inplace_arguments("qwen3_pre_attn", written=written, read=tensors)
+    read = dict(tensors)
+    written = {name: read.pop(name) for name in WRITES}
+    check_inplace_arguments("qwen3_pre_attn", written=written, read=read)  # first: torch's wording for a leaf
+    host.check_tensors("qwen3_pre_attn", "hidden", **tensors)
     host.raise_first([(ValueError, m) for m in slot_violations(slot_mapping, k_cache.shape[0])])
 
 
@@ -125,7 +126,7 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     if tokens == 0:
         return q, LaunchReport(backend=backend.name, wall_s=0.0)
-    padded = bool((slot_mapping < 0).any())
+    padded = not host.is_meta(slot_mapping) and bool((slot_mapping < 0).any())
     static = {**d, "dtype": host.HALF_DTYPES[hidden.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype],
               "kv_rows_out": padded, **(kernel.VARIANTS[variant] if variant else {})}
     kv_width = d["kv_heads"] * d["head_dim"]
@@ -133,13 +134,12 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
                 for gamma, heads in ((q_norm_gamma, d["heads"]), (k_norm_gamma, d["kv_heads"]))]
     front = [hidden, residual, input_gamma.view(1, -1), w_qkv, *per_head, cos, sin]
     if not padded:
-        tensors = [*front, slot_mapping.view(-1, 1), k_cache.view(-1, kv_width), v_cache.view(-1, kv_width),
-                   residual, q]
+        tensors = [*front, k_cache.view(-1, kv_width), v_cache.view(-1, kv_width), residual, q,
+                   slot_mapping.view(-1, 1)]
         return q, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
     kv_rows = [k_cache.new_empty(tokens, *k_cache.shape[1:]) for _ in range(2)]
-    reports = [backend.launch(kernel.build, static, [*front, slot_mapping.view(-1, 1),
-                                                     *(t.view(-1, kv_width) for t in kv_rows), residual, q],
-                              {"eps": float(eps)})]
+    reports = [backend.launch(kernel.build, static, [*front, *(t.view(-1, kv_width) for t in kv_rows), residual, q],
+                              {"index": None, "eps": float(eps)})]
     reports += [scatter_launch(cache, rows, slot_mapping, backend) for cache, rows in zip((k_cache, v_cache), kv_rows)]
     return q, _in_sequence(reports)
 

@@ -19,6 +19,7 @@ task (hoisting them makes a task of its own that starts the clock early).
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.rms_norm import rms_norm
+from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
 UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
@@ -34,8 +35,11 @@ VARIANTS = {
 
 def build(pypto, *, hidden: int, dtype: str, has_gamma: bool, has_bias: bool, rsqrt_mode: str = "rsqrt",
           unroll=UNROLL, one_task_per_block: bool = True, tile_rows=None):
-    """Kernel(x, gamma, bias, y, rstd, eps): x, y [rows, hidden] of ``dtype``; gamma,
-    bias [1, hidden] of ``dtype`` (read only when has_gamma / has_bias); rstd [rows, 1] fp32."""
+    """Kernel(x, y, rstd, gamma, bias, eps): x, y [rows, hidden] of ``dtype``; rstd
+    [rows, 1] fp32; gamma, bias [1, hidden] of ``dtype`` when has_gamma / has_bias, else
+    None (``optional_input``: a bias needs a gamma before it, ones where there is none)."""
+    if has_bias and not has_gamma:
+        raise ValueError("has_bias needs has_gamma: an absent gamma before a bias passes as ones")
     dt = getattr(pypto, dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
     rows_per_tile = tile_rows or vec_tile_rows(hidden, sizes[0])
@@ -52,10 +56,10 @@ def build(pypto, *, hidden: int, dtype: str, has_gamma: bool, has_bias: bool, rs
     @pypto.frontend.jit(pass_options={"vec_nbuffer_setting": {-2: 1, -1: 8}})
     def rms_norm_kernel(
         x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
-        gamma: pypto.Tensor([1, hidden], dt),
-        bias: pypto.Tensor([1, hidden], dt),
         y_out: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
         rstd_out: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
+        gamma: optional_input(pypto, has_gamma, [1, hidden], dt),
+        bias: optional_input(pypto, has_bias, [1, hidden], dt),
         eps: float,
     ):
         pypto.experimental.set_operation_options(combine_axis=True)

@@ -40,7 +40,7 @@ def rule_violations(x, gamma, bias, eps, rsqrt_mode) -> list:
 
 def validate(x, gamma, bias, eps, rsqrt_mode) -> None:
     """Raise TypeError/ValueError naming the argument and the rule."""
-    host.check_tensors("x", x=x, gamma=gamma, bias=bias)
+    host.check_tensors("rms_norm", "x", x=x, gamma=gamma, bias=bias)
     host.raise_first(rule_violations(x, gamma, bias, eps, rsqrt_mode))
 
 
@@ -52,13 +52,15 @@ def launch(x, gamma=None, eps=1e-6, bias=None, rsqrt_mode="rsqrt", backend=None,
     rows = host.as_rows(x)
     y = torch.empty_like(x)
     rstd = torch.empty(*x.shape[:-1], 1, dtype=torch.float32, device=x.device)
-    unused = x.new_empty(1, hidden)  # the kernel's signature is fixed; it does not read an absent gamma/bias
-    weights = [unused if t is None else t.view(1, hidden) for t in (gamma, bias)]
-    static = {"hidden": hidden, "dtype": host.FLOAT_DTYPES[x.dtype], "has_gamma": gamma is not None,
-              "has_bias": bias is not None, "rsqrt_mode": rsqrt_mode, "unroll": host.row_blocks(rows.shape[0]),
+    if gamma is None and bias is not None:  # the kernel takes gamma before bias: ones multiply exactly
+        gamma = torch.ones(hidden, dtype=x.dtype, device=x.device)
+    weights = {name: t.view(1, hidden) for name, t in (("gamma", gamma), ("bias", bias)) if t is not None}
+    static = {"hidden": hidden, "dtype": host.FLOAT_DTYPES[x.dtype], "has_gamma": "gamma" in weights,
+              "has_bias": "bias" in weights, "rsqrt_mode": rsqrt_mode, "unroll": host.row_blocks(rows.shape[0]),
               **kernel.VARIANTS.get(variant, {})}
-    report = host.launch(kernel.build, static, [rows, *weights, host.as_rows(y), rstd.view(-1, 1)],
-                         {"eps": float(eps)}, backend, rows.shape[0])
+    absent = {name: None for name in ("gamma", "bias") if name not in weights}  # the kernel's None parameters
+    report = host.launch(kernel.build, static, [rows, host.as_rows(y), rstd.view(-1, 1), *weights.values()],
+                         {**absent, "eps": float(eps)}, backend, rows.shape[0])
     return y, rstd, report
 
 

@@ -29,9 +29,10 @@ large copies; n 256 above 128 tokens) and
 the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
 cube: ``linear_cube_bias``).  No torch here.
 """
-from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear, linear_cube_bias, linear_w8a8
+from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_w8a8
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
+from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
 
 # token block sizes: every block streams the whole weight, so fewer, larger blocks win at
@@ -74,13 +75,21 @@ VARIANTS = {
 }
 
 
+def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
+    """The kernel's token block sizes, largest first: ``unroll`` (None: picked from the
+    weight's size) with 1 for the ragged tail."""
+    if unroll is None:
+        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,
           unroll=None, cube=None, k_tile: int = 256, n_tile: int = None, norm_task_rows=NORM_TASK_ROWS,
           pass_options=()):
-    """Kernel(x, gamma, weight, bias, w_scale, y, eps): x [rows, k] and gamma [1, k] of
-    ``dtype``; weight [n, k] of ``dtype`` (int8 with ``quant``); bias [1, n] of
-    ``dtype`` (read when has_bias); w_scale [1, n] fp32 (read with ``quant``);
-    y [rows, n] of ``out_dtype`` (default ``dtype``).  The vector stage of a token
+    """Kernel(x, gamma, weight, y, bias, eps), with ``quant`` kernel(x, gamma, weight,
+    w_scale, y, eps): x [rows, k] and gamma [1, k] of ``dtype``; weight [n, k] of
+    ``dtype`` (int8 with ``quant``); bias [1, n] of ``dtype`` when has_bias, else None;
+    w_scale [1, n] fp32; y [rows, n] of ``out_dtype`` (default ``dtype``).  The vector stage of a token
     block runs as tasks of ``norm_task_rows`` rows ("auto": ``norm_task_rows_for``)
     joined for the cube; ``norm_task_rows=None`` leaves the split to the compiler
     (upstream's layout).  ``unroll=None`` picks the token blocks from the weight's size;
@@ -91,9 +100,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
     w_dt = pypto.DT_INT8 if quant else dt
     out_dt = getattr(pypto, out_dtype or dtype)
     element_bytes = 1 if quant else 2
-    if unroll is None:
-        unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
-    sizes = sorted(set(unroll) | {1}, reverse=True)
+    sizes = block_sizes(k, n, element_bytes, unroll)
     norm_rows, out_rows = vec_tile_rows(k, sizes[0]), vec_tile_rows(n, sizes[0])
 
     def vector_stage(x, gamma, eps, row, size):
@@ -121,11 +128,8 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
             activations, x_scale = staged_vector_stage(x, gamma, eps, row, size)
         else:
             activations, x_scale = vector_stage(x, gamma, eps, row, size)
-        if cube or n_tile:
-            tiles = cube_tile_shapes(size, k, n, element_bytes, k_tile, n_tile or 128, fixed=cube)
-        else:
-            tiles = block_tile_shapes(size, k, n, element_bytes)
-        pypto.set_cube_tile_shapes(*tiles)
+        pypto.set_cube_tile_shapes(*kernel_tile_shapes(size, k, n, element_bytes, cube=cube, k_tile=k_tile,
+                                                       n_tile=n_tile))
         pypto.set_vec_tile_shapes(out_rows, n)
         if quant:
             y = linear_w8a8(pypto, activations, weight, x_scale, w_scale, out_dt)
@@ -134,18 +138,36 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
                 pypto, activations, weight, out_dt)
         pypto.assemble(y, [row, 0], y_out)
 
-    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
-    def rms_norm_linear_kernel(
-        x: pypto.Tensor([pypto.DYNAMIC, k], dt),
-        gamma: pypto.Tensor([1, k], dt),
-        weight: pypto.Tensor([n, k], w_dt),
-        bias: pypto.Tensor([1, n], dt),
-        w_scale: pypto.Tensor([1, n], pypto.DT_FP32),
-        y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
-        eps: float,
-    ):
-        pypto.experimental.set_operation_options(combine_axis=True)
-        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row", unroll_list=sizes):
-            norm_project_block(x, gamma, weight, bias, w_scale, y_out, eps, row, size)
+    # Two signatures, each with only the inputs it reads (a bias a tensor only when given:
+    # ``optional_input``); the same blocks either way.
+    options = {name: dict(pairs) for name, pairs in pass_options}
+    if quant:
+        @pypto.frontend.jit(pass_options=options)
+        def rms_norm_linear_kernel(
+            x: pypto.Tensor([pypto.DYNAMIC, k], dt),
+            gamma: pypto.Tensor([1, k], dt),
+            weight: pypto.Tensor([n, k], w_dt),
+            w_scale: pypto.Tensor([1, n], pypto.DT_FP32),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+            eps: float,
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                norm_project_block(x, gamma, weight, None, w_scale, y_out, eps, row, size)
+    else:
+        @pypto.frontend.jit(pass_options=options)
+        def rms_norm_linear_kernel(  # ptogym: noqa OL01 one kernel per build: the float signature
+            x: pypto.Tensor([pypto.DYNAMIC, k], dt),
+            gamma: pypto.Tensor([1, k], dt),
+            weight: pypto.Tensor([n, k], w_dt),
+            y_out: pypto.Tensor([pypto.DYNAMIC, n], out_dt),
+            bias: optional_input(pypto, has_bias, [1, n], dt),
+            eps: float,
+        ):
+            pypto.experimental.set_operation_options(combine_axis=True)
+            for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                               unroll_list=sizes):
+                norm_project_block(x, gamma, weight, bias, None, y_out, eps, row, size)
 
     return rms_norm_linear_kernel

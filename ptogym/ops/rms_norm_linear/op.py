@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.atoms.linear import int8_prefill_options
+from ptogym.atoms.linear import int8_prefill_options, projection_violations
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.linear.op import flops
@@ -40,6 +40,9 @@ def rule_violations(x, gamma, weight, eps, *, bias=None, w_scale=None, quant=Fal
     n = weight.shape[0]
     if n % 8:
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
+    element_bytes = 1 if quant else 2
+    problems += [(ValueError, message) for message in projection_violations(
+        k, n, element_bytes, kernel.block_sizes(k, n, element_bytes))]
     if bias is not None:
         problems += host.same_dtype_rule("bias", bias, "x", x) + host.shape_rule("bias", bias, (n,), "[N]")
     if quant:
@@ -53,20 +56,25 @@ def launch(x, gamma, weight, eps=1e-6, *, bias=None, w_scale=None, out_dtype=Non
            variant=None) -> tuple[torch.Tensor, LaunchReport]:
     """Validate and run the fused kernel: AT-11 when ``w_scale`` is given, else AT-10."""
     quant = w_scale is not None
-    host.check_tensors("x", x=x, gamma=gamma, weight=weight, bias=bias, w_scale=w_scale)
+    host.check_tensors("rms_norm_linear_quant" if quant else "rms_norm_linear", "x", x=x, gamma=gamma, weight=weight,
+                       bias=bias, w_scale=w_scale)
     host.raise_first(rule_violations(x, gamma, weight, eps, bias=bias, w_scale=w_scale, quant=quant,
                                      out_dtype=out_dtype))
     n, k = weight.shape
     out_dtype = out_dtype or x.dtype
     rows = host.as_rows(x)
     y = torch.empty(*x.shape[:-1], n, dtype=out_dtype, device=x.device)
-    tensors = [rows, gamma.view(1, k), weight, bias.view(1, n) if bias is not None else x.new_empty(1, n),
-               w_scale.reshape(1, n) if quant else torch.empty(1, n, dtype=torch.float32, device=x.device),
-               host.as_rows(y)]
+    # the kernel's two signatures (kernel.build's docstring); an absent bias is a None parameter
+    if quant:
+        tensors, absent = [rows, gamma.view(1, k), weight, w_scale.reshape(1, n), host.as_rows(y)], {}
+    elif bias is None:
+        tensors, absent = [rows, gamma.view(1, k), weight, host.as_rows(y)], {"bias": None}
+    else:
+        tensors, absent = [rows, gamma.view(1, k), weight, host.as_rows(y), bias.view(1, n)], {}
     static = {"k": k, "n": n, "dtype": host.HALF_DTYPES[x.dtype], "quant": quant,
               "out_dtype": host.FLOAT_DTYPES[out_dtype], "has_bias": bias is not None,
               **(kernel.VARIANTS[variant] if variant else int8_prefill_options(rows.shape[0]) if quant else {})}
-    return y, host.launch(kernel.build, static, tensors, {"eps": float(eps)}, backend, rows.shape[0])
+    return y, host.launch(kernel.build, static, tensors, {**absent, "eps": float(eps)}, backend, rows.shape[0])
 
 
 @torch.library.custom_op("ptogym::rms_norm_linear", mutates_args=())
@@ -83,7 +91,7 @@ def _(x, gamma, weight, eps, bias):
 def rms_norm_linear(x, gamma, weight, eps=1e-6, *, bias=None, backend=None):
     """Fused RMSNorm + projection (AT-10); see the module docstring."""
     if not torch.compiler.is_compiling():
-        host.check_tensors("x", x=x, gamma=gamma, weight=weight, bias=bias)
+        host.check_tensors("rms_norm_linear", "x", x=x, gamma=gamma, weight=weight, bias=bias)
         host.raise_first(rule_violations(x, gamma, weight, eps, bias=bias))
     if backend is None:
         return torch.ops.ptogym.rms_norm_linear(x, gamma, weight, eps, bias)

@@ -9,7 +9,7 @@ from ptogym.ops.rms_norm_linear.kernel import build as build_norm_linear
 
 
 def build(pypto, **static):
-    """Kernel(x, gamma, weight_int8, bias (unused), w_scale, y, eps); see rms_norm_linear.kernel.build."""
+    """Kernel(x, gamma, weight_int8, w_scale, y, eps); see rms_norm_linear.kernel.build."""
     return build_norm_linear(pypto, quant=True, **static)
 
 

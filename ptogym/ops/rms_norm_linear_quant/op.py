@@ -26,7 +26,7 @@ PATTERNS = ("AT-11", "AT-03", "AT-05", "AT-06", "AT-09", "SK-03")
 
 
 def _validate(x, gamma, weight_int8, w_scale, eps, out_dtype):
-    host.check_tensors("x", x=x, gamma=gamma, weight_int8=weight_int8, w_scale=w_scale)
+    host.check_tensors("rms_norm_linear_quant", "x", x=x, gamma=gamma, weight_int8=weight_int8, w_scale=w_scale)
     problems = norm_linear.rule_violations(x, gamma, weight_int8, eps, w_scale=w_scale, quant=True,
                                            out_dtype=out_dtype)
     host.raise_first([(e, m.replace("weight:", "weight_int8:", 1)) for e, m in problems])

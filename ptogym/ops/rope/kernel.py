@@ -12,6 +12,7 @@ binary op: two operands and a result) fits the 192 KB unified buffer.
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.rope import rope, rotation_cube_tiles
+from ptogym.atoms.signature import optional_input
 
 UB_BYTES = 192 * 1024
 FP32_BYTES = 4
@@ -28,8 +29,8 @@ def tile_for(tokens: int, heads: int, width: int):
 
 
 def build(pypto, *, heads: int, head_dim: int, rope_dim: int, dtype: str, layout: str, unroll=UNROLL):
-    """The jit kernel: kernel(x, cos, sin, rotation, y); ``rotation`` is read only by the
-    interleaved layout (see ptogym.atoms.rope)."""
+    """The jit kernel: kernel(x, cos, sin, y, rotation); ``rotation`` is a tensor only in
+    the interleaved layout, which reads it (see ptogym.atoms.rope), else None."""
     dt = getattr(pypto, dtype)
     nope = head_dim - rope_dim
     has_nope = nope > 0  # pypto's parser takes a bool or symbolic condition, not an int
@@ -41,8 +42,8 @@ def build(pypto, *, heads: int, head_dim: int, rope_dim: int, dtype: str, layout
         x: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
         cos: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
         sin: pypto.Tensor([pypto.DYNAMIC, rope_dim], dt),
-        rotation: pypto.Tensor([rope_dim, rope_dim], dt),
         y: pypto.Tensor([pypto.DYNAMIC, heads, head_dim], dt),
+        rotation: optional_input(pypto, interleave, [rope_dim, rope_dim], dt),
     ):
         for token, count in pypto.loop_unroll(0, x.shape[0], 1, name="LOOP_TOKENS", idx_name="token",
                                               unroll_list=unroll_list):

@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from ptogym.atoms import host
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -66,6 +67,7 @@ def validate(x, cos, sin, layout) -> None:
     for name, t in (("cos", cos), ("sin", sin)):
         if t.device != x.device:
             raise ValueError(f"{name}: device {t.device} must equal x's device {x.device}")
+    host.raise_first(host.autograd_rule("rope", {"x": x, "cos": cos, "sin": sin}))
 
 
 @functools.lru_cache(maxsize=32)
@@ -92,16 +94,22 @@ def launch(x, cos, sin, layout="interleave", backend=None) -> tuple[torch.Tensor
     """Validate, then run the kernel; return (y, launch report)."""
     validate(x, cos, sin, layout)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
-    y = torch.empty_like(x)
+    y = torch.empty_like(x)  # like x, its strides included (as the registered fake)
     if x.shape[0] == 0:
         return y, LaunchReport(backend=backend.name, wall_s=0.0)
+    out = y if y.is_contiguous() else torch.empty(x.shape, dtype=x.dtype, device=x.device)  # the kernel's rows
     heads_view = x.shape if x.dim() == 3 else (x.shape[0], 1, x.shape[1])
     rope_dim = cos.shape[1]
     static = {"heads": heads_view[1], "head_dim": heads_view[2], "rope_dim": rope_dim,
               "dtype": SUPPORTED_DTYPES[x.dtype], "layout": layout}
-    tensors = [x.contiguous().view(heads_view), cos.contiguous(), sin.contiguous(),
-               rotation_matrix(rope_dim, layout, x.dtype, x.device), y.view(heads_view)]
-    return y, backend.launch(kernel.build, static, tensors)
+    tensors = [x.contiguous().view(heads_view), cos.contiguous(), sin.contiguous(), out.view(heads_view)]
+    if layout == "interleave":  # the only layout that reads it (the kernel takes None otherwise)
+        report = backend.launch(kernel.build, static, [*tensors, rotation_matrix(rope_dim, layout, x.dtype, x.device)])
+    else:
+        report = backend.launch(kernel.build, static, tensors, {"rotation": None})
+    if out is not y:
+        y.copy_(out)
+    return y, report
 
 
 @torch.library.custom_op("ptogym::rope", mutates_args=())
