@@ -138,12 +138,12 @@ def test_out_of_tolerance_output_fails_with_details(install_op, ptogym_cli, caps
 
 
 def test_a_lenient_run_is_no_plain_pass(install_op, ptogym_cli, capsys, monkeypatch, tmp_path):
-    """Checks downgraded by lenient mode (PTOGYM_LENIENT=1 sets checks._lenient at import,
+    """Checks downgraded by lenient mode (PTOGYM_LENIENT=1 sets checks._mode.lenient at import,
     lenient() sets it for a block): the verdict says so, exit 3; a failure stays a failure."""
     from ptogym.interp import checks, lenient
 
     install_op(correct_run)
-    monkeypatch.setattr(checks, "_lenient", True)
+    monkeypatch.setattr(checks._mode, "lenient", True)
     exit_code, lines = run_cli(ptogym_cli, capsys, "run", "fake_add", "level0", "--json", str(tmp_path / "r.json"))
     assert exit_code == 3 and lines[-1] == "[PRECISION_PASS_LENIENT]"
     assert lines[-2].startswith("fake_add [fake]: 1 passed, 0 failed, 0 errors; lenient mode")
@@ -152,7 +152,7 @@ def test_a_lenient_run_is_no_plain_pass(install_op, ptogym_cli, capsys, monkeypa
     assert document["runs"][0]["lenient"] is True
     install_op(off_by_half_run, name="fake_off")
     assert run_cli(ptogym_cli, capsys, "run", "fake_off", "level0")[1][-1] == "[PRECISION_FAIL]"
-    monkeypatch.setattr(checks, "_lenient", False)
+    monkeypatch.setattr(checks._mode, "lenient", False)
     assert run_cases("fake_add", ["level0"]).exit_code == 0
     with lenient():
         assert run_cases("fake_add", ["level0"]).marker == "[PRECISION_PASS_LENIENT]"

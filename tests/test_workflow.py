@@ -353,7 +353,7 @@ def test_bisect_under_lenient_mode_is_no_plain_clean(tmp_path, monkeypatch):
     _edit(package_dir / "kernel.py", ", valid_shape=[valid_rows, hidden])", ")")  # reads past x on the tail
     with pytest.raises(WorkflowError, match="C-VIEW-01"):
         run_bisect(str(package_dir), "level1")
-    monkeypatch.setattr(checks, "_lenient", True)  # what PTOGYM_LENIENT=1 sets at import
+    monkeypatch.setattr(checks._mode, "lenient", True)  # what PTOGYM_LENIENT=1 sets at import
     result = run_bisect(str(package_dir), "level1")
     assert result.exit_code == 3 and result.leniency.downgraded >= 1
     assert verdict_line(result).startswith("[BISECT_CLEAN_LENIENT] wf_bisect_lenient: every value compared matches")
