@@ -1,0 +1,143 @@
+"""Routed-expert FFN (skeleton SK-07: V1 -> C1 -> V2 -> C2 -> V3 -> C3 -> V4) as three
+PyPTO kernels, launched one after another by ``op.launch``:
+
+1. ``build_route`` (V1): the flat list of (token, k) assignments grouped per expert.
+   key = expert * N + assignment (unique, exact in fp32), ``argsort`` ascending gives
+   the assignments in expert order; their tokens (assignment // top_k) and weights are
+   gathered in that order, and the per-expert offsets come from a histogram written as
+   counts of ids below each e (``lt`` against an arange column, summed: offsets[e] =
+   #assignments of experts < e).  N is the assignment count padded to a power of two
+   with the sentinel expert E (sorted last, never processed).
+2. ``build_experts`` (C1 V2 C2 V3 C3): for each expert e, the rows
+   [offsets[e], offsets[e + 1]) of the sorted list - read with GetTensorData, so an
+   expert without tokens runs no iteration and reads none of its weights - in static
+   blocks (``loop_unroll``): gather the tokens' rows of x (index_select), gate and up
+   projections with the expert's weights (cube), SwiGLU (AT-07, vector), down
+   projection (cube), times the routing weight in fp32 (vector), rows scattered to
+   their assignment's row of an fp32 buffer [T * top_k, H] (scatter_update: distinct
+   rows, no race between experts).
+3. ``build_combine`` (V4): y[t] = sum over k of buffer[t * top_k + k] in fp32, k in
+   order, rounded once to x's dtype.
+
+Each stage reads what the previous one wrote to HBM, so each is its own launch:
+pypto 0.2.0 reads a loop bound from a tensor (GetTensorData) of the kernel's inputs.
+No torch here.
+"""
+from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear
+from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
+
+EXPERT_UNROLL = (128, 32, 8, 1)  # rows per block of one expert's tokens
+COMBINE_UNROLL = (64, 8, 1)
+ELEMENT_BYTES = 2
+MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
+KEY_LIMIT = 1 << 24  # (E + 1) * N: keys exact in fp32
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # fixed cube tiles of upstream's FFN example (64, 128, 128) and 32-row blocks
+    "upstream": {"unroll": (32, 1), "cube": ((64, 64), (128, 128), (128, 128))},
+}
+
+
+def build_route(pypto, *, assignments: int, experts: int, top_k: int):
+    """Kernel(ids, weights, tokens_out, order_out, weights_out, offsets_out): ids [1, N]
+    int32 (padded with ``experts``), weights [1, N] fp32; tokens_out, order_out [N]
+    int32, weights_out [N, 1] fp32 in expert order; offsets_out [E + 1, 1] int32."""
+    n = assignments
+
+    @pypto.frontend.jit()
+    def moe_route_kernel(
+        ids: pypto.Tensor([1, n], pypto.DT_INT32),
+        weights: pypto.Tensor([1, n], pypto.DT_FP32),
+        tokens_out: pypto.Tensor([n], pypto.DT_INT32),
+        order_out: pypto.Tensor([n], pypto.DT_INT32),
+        weights_out: pypto.Tensor([n, 1], pypto.DT_FP32),
+        offsets_out: pypto.Tensor([experts + 1, 1], pypto.DT_INT32),
+    ):
+        pypto.set_vec_tile_shapes(1, n)
+        expert = pypto.cast(ids, pypto.DT_FP32)
+        key = pypto.add(pypto.mul(expert, float(n)), pypto.reshape(pypto.arange(0.0, float(n)), [1, n]))
+        order = pypto.argsort(key, -1, False)  # [1, n] assignment indices, expert by expert
+        token = pypto.floor(pypto.div(pypto.add(pypto.cast(order, pypto.DT_FP32), 0.5), float(top_k)))
+        pypto.assemble(pypto.reshape(pypto.cast(token, pypto.DT_INT32, pypto.CastMode.CAST_FLOOR), [n]), [0],
+                       tokens_out)
+        pypto.assemble(pypto.reshape(order, [n]), [0], order_out)
+        pypto.assemble(pypto.reshape(pypto.gather(weights, 1, order), [n, 1]), [0, 0], weights_out)
+        pypto.set_vec_tile_shapes(1, n)
+        below = pypto.lt(pypto.expand_clone(expert, [experts + 1, n]),
+                         pypto.reshape(pypto.arange(0.0, float(experts + 1)), [experts + 1, 1]))
+        offsets = pypto.sum(pypto.cast(below, pypto.DT_FP32), -1, keepdim=True)
+        pypto.assemble(pypto.cast(offsets, pypto.DT_INT32), [0, 0], offsets_out)
+
+    return moe_route_kernel
+
+
+def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL, cube=None):
+    """Kernel(x, tokens, order, weights, offsets, w_gate, w_up, w_down, buffer):
+    x [T, H]; tokens, order [N] int32 and weights [N, 1] fp32 in expert order;
+    offsets [E + 1, 1] int32; w_gate, w_up [E * I, H] and w_down [E * H, I] (the
+    [E, I, H] / [E, H, I] weights with their first two axes merged); buffer [T * k, H]
+    fp32, one row per assignment."""
+    dt = getattr(pypto, dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+
+    def tiles(size, k, n):
+        if cube:
+            return cube_tile_shapes(size, k, n, ELEMENT_BYTES, fixed=cube)
+        return block_tile_shapes(size, k, n, ELEMENT_BYTES)
+
+    def expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size):
+        rows = pypto.index_select(x, 0, pypto.view(tokens, [size], [start]))
+        pypto.set_cube_tile_shapes(*tiles(size, hidden, inter))
+        gate = linear(pypto, rows, pypto.view(w_gate, [inter, hidden], [e * inter, 0]), dt)
+        up = linear(pypto, rows, pypto.view(w_up, [inter, hidden], [e * inter, 0]), dt)
+        pypto.set_vec_tile_shapes(*swiglu_vec_tile(size, inter))
+        h = swiglu(pypto, gate, up, dt)
+        pypto.set_cube_tile_shapes(*tiles(size, inter, hidden))
+        down = linear(pypto, h, pypto.view(w_down, [hidden, inter], [e * hidden, 0]), dt)
+        pypto.set_vec_tile_shapes(*swiglu_vec_tile(size, hidden))
+        weighted = pypto.mul(pypto.cast(down, pypto.DT_FP32), pypto.view(weights, [size, 1], [start, 0]))
+        where = pypto.reshape(pypto.view(order, [size], [start]), [size, 1])
+        buffer.move(pypto.scatter_update(buffer, -2, where, weighted))
+
+    @pypto.frontend.jit()
+    def moe_experts_kernel(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+        tokens: pypto.Tensor([pypto.DYNAMIC], pypto.DT_INT32),
+        order: pypto.Tensor([pypto.DYNAMIC], pypto.DT_INT32),
+        weights: pypto.Tensor([pypto.DYNAMIC, 1], pypto.DT_FP32),
+        offsets: pypto.Tensor([experts + 1, 1], pypto.DT_INT32),
+        w_gate: pypto.Tensor([experts * inter, hidden], dt),
+        w_up: pypto.Tensor([experts * inter, hidden], dt),
+        w_down: pypto.Tensor([experts * hidden, inter], dt),
+        buffer: pypto.Tensor([pypto.DYNAMIC, hidden], pypto.DT_FP32),
+    ):
+        pypto.experimental.set_operation_options(combine_axis=True)
+        for e in pypto.loop(0, experts, 1, name="LOOP_EXPERTS", idx_name="e"):
+            for start, size in pypto.loop_unroll(offsets[e, 0], offsets[e + 1, 0], 1, name="LOOP_ROWS",
+                                                 idx_name="start", unroll_list=sizes):
+                expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size)
+
+    return moe_experts_kernel
+
+
+def build_combine(pypto, *, hidden: int, top_k: int, dtype: str, unroll=COMBINE_UNROLL):
+    """Kernel(buffer, y): buffer [T, top_k * H] fp32 (the assignments' rows, token by
+    token), y [T, H] of ``dtype`` = the sum of each token's top_k rows."""
+    dt = getattr(pypto, dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+
+    @pypto.frontend.jit()
+    def moe_combine_kernel(
+        buffer: pypto.Tensor([pypto.DYNAMIC, top_k * hidden], pypto.DT_FP32),
+        y_out: pypto.Tensor([pypto.DYNAMIC, hidden], dt),
+    ):
+        pypto.set_vec_tile_shapes(*swiglu_vec_tile(sizes[0], hidden))
+        for row, size in pypto.loop_unroll(0, buffer.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                           unroll_list=sizes):
+            total = pypto.view(buffer, [size, hidden], [row, 0])
+            for k in range(1, top_k):
+                total = pypto.add(total, pypto.view(buffer, [size, hidden], [row, k * hidden]))
+            pypto.assemble(pypto.cast(total, dt), [row, 0], y_out)
+
+    return moe_combine_kernel
