@@ -43,6 +43,7 @@ def qwen3_moe_block(hidden: int, inter: int, experts: int, top_k: int, norm_topk
 
     config = Qwen3MoeConfig(hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts,
                             num_experts_per_tok=top_k, norm_topk_prob=norm_topk_prob, hidden_act="silu")
+    config._experts_implementation = "eager"  # the module's own loop over experts (no kernel hub)
     block = _seeded(Qwen3MoeSparseMoeBlock(config), seed, dtype)
     _expert_scale(block.experts)
     return block
@@ -58,6 +59,7 @@ def deepseek_v3_moe(hidden: int, inter: int, experts: int, top_k: int, groups: i
                               num_experts_per_tok=top_k, n_group=groups, topk_group=topk_groups,
                               routed_scaling_factor=routed_scaling_factor, norm_topk_prob=norm_topk_prob,
                               n_shared_experts=1, hidden_act="silu")
+    config._experts_implementation = "eager"
     moe = _seeded(DeepseekV3MoE(config), seed, dtype)
     with torch.no_grad():  # the router stays fp32, as DeepSeek-V3 keeps it; a visible bias
         moe.gate.float()

@@ -26,7 +26,7 @@ No torch here.
 from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear
 from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
 
-EXPERT_UNROLL = (128, 32, 8, 1)  # rows per block of one expert's tokens
+EXPERT_UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # rows per block of one expert's tokens: a count splits into its binary digits
 COMBINE_UNROLL = (64, 8, 1)
 ELEMENT_BYTES = 2
 MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
