@@ -106,6 +106,20 @@ def launch(build, static: dict, tensors: list, scalars: dict, backend, rows: int
     return backend.launch(build, static, tensors, scalars)
 
 
+def launches_in_sequence(reports: list[LaunchReport]) -> LaunchReport:
+    """One report for launches run one after another: times and tasks add up (a launch
+    that ran nothing, e.g. a scatter of padding tokens only, reports none)."""
+    def total(field):
+        values = [getattr(r, field, None) if field != "kernel_us" else r.extra.get(field) for r in reports]
+        values = [value for value in values if value is not None]
+        return sum(values) if values else None
+
+    return LaunchReport(backend=reports[0].backend, wall_s=total("wall_s") or 0.0,
+                        outputs_valid=all(r.outputs_valid for r in reports), simulated_us=total("simulated_us"),
+                        tasks=total("tasks"), cores=max((r.cores or 0 for r in reports), default=None) or None,
+                        extra={"launches": len(reports), "kernel_us": total("kernel_us")})
+
+
 def make_inputs(case, generator, device="cpu") -> dict:
     """Deterministic inputs from the case seed: floats ~ N(0, 1); int8 uniform in
     [-128, 127]; int32 uniform in +-2^20 (an int8 matmul accumulator's range for K in

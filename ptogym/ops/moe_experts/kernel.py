@@ -23,7 +23,7 @@ Each stage reads what the previous one wrote to HBM, so each is its own launch:
 pypto 0.2.0 reads a loop bound from a tensor (GetTensorData) of the kernel's inputs.
 No torch here.
 """
-from ptogym.atoms.linear import block_tile_shapes, cube_tile_shapes, linear
+from ptogym.atoms.linear import block_tile_shapes, linear
 from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
 
 EXPERT_UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # rows per block of one expert's tokens: a count splits into its binary digits
@@ -31,13 +31,6 @@ COMBINE_UNROLL = (64, 8, 1)
 ELEMENT_BYTES = 2
 MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
 KEY_LIMIT = 1 << 24  # (E + 1) * N: keys exact in fp32
-
-#: Build kwargs of other configurations, simulated side by side by the benchmarks.
-VARIANTS = {
-    # fixed cube tiles of upstream's FFN example (64, 128, 128) and 32-row blocks
-    "upstream": {"unroll": (32, 1), "cube": ((64, 64), (128, 128), (128, 128))},
-}
-
 
 def build_route(pypto, *, assignments: int, experts: int, top_k: int):
     """Kernel(ids, weights, tokens_out, order_out, weights_out, offsets_out): ids [1, N]
@@ -72,7 +65,7 @@ def build_route(pypto, *, assignments: int, experts: int, top_k: int):
     return moe_route_kernel
 
 
-def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL, cube=None):
+def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL):
     """Kernel(x, tokens, order, weights, offsets, w_gate, w_up, w_down, buffer):
     x [T, H]; tokens, order [N] int32 and weights [N, 1] fp32 in expert order;
     offsets [E + 1, 1] int32; w_gate, w_up [E * I, H] and w_down [E * H, I] (the
@@ -81,19 +74,14 @@ def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, u
     dt = getattr(pypto, dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
 
-    def tiles(size, k, n):
-        if cube:
-            return cube_tile_shapes(size, k, n, ELEMENT_BYTES, fixed=cube)
-        return block_tile_shapes(size, k, n, ELEMENT_BYTES)
-
     def expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size):
         rows = pypto.index_select(x, 0, pypto.view(tokens, [size], [start]))
-        pypto.set_cube_tile_shapes(*tiles(size, hidden, inter))
+        pypto.set_cube_tile_shapes(*block_tile_shapes(size, hidden, inter, ELEMENT_BYTES))
         gate = linear(pypto, rows, pypto.view(w_gate, [inter, hidden], [e * inter, 0]), dt)
         up = linear(pypto, rows, pypto.view(w_up, [inter, hidden], [e * inter, 0]), dt)
         pypto.set_vec_tile_shapes(*swiglu_vec_tile(size, inter))
         h = swiglu(pypto, gate, up, dt)
-        pypto.set_cube_tile_shapes(*tiles(size, inter, hidden))
+        pypto.set_cube_tile_shapes(*block_tile_shapes(size, inter, hidden, ELEMENT_BYTES))
         down = linear(pypto, h, pypto.view(w_down, [hidden, inter], [e * hidden, 0]), dt)
         pypto.set_vec_tile_shapes(*swiglu_vec_tile(size, hidden))
         weighted = pypto.mul(pypto.cast(down, pypto.DT_FP32), pypto.view(weights, [size, 1], [start, 0]))

@@ -30,12 +30,11 @@ from ptogym.atoms import host, measure
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
-from ptogym.ops.qwen3_pre_attn.op import _in_sequence
 
 from . import kernel
 from .golden import moe_experts_golden
 
-PATTERNS = ("SK-07", "AT-07")
+PATTERNS = ("SK-07", "AT-07", "SK-14")
 INPUT_NAMES = ("x", "topk_weights", "topk_ids", "w_gate", "w_up", "w_down")
 ID_DTYPES = (torch.int32, torch.int64)
 DIM_ALIGN = 16  # H and I: 32-byte rows of bf16/fp16 tiles
@@ -106,7 +105,7 @@ def padded_assignments(count: int) -> int:
     return max(64, 1 << (count - 1).bit_length())
 
 
-def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down, variant) -> tuple[torch.Tensor, list]:
+def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch.Tensor, list]:
     tokens, top_k = ids.shape
     experts, inter, hidden = w_gate.shape
     count = tokens * top_k
@@ -122,8 +121,7 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down, variant) -> tu
     reports = [backend.launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
     buffer = torch.zeros(count, hidden, dtype=torch.float32, device=device)
-    static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],
-              **kernel.VARIANTS.get(variant, {})}
+    static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype]}
     reports.append(backend.launch(kernel.build_experts, static,
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))
@@ -134,8 +132,7 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down, variant) -> tu
     return y, reports
 
 
-def launch(x, topk_weights, topk_ids, w_gate, w_up, w_down, backend=None,
-           variant=None) -> tuple[torch.Tensor, LaunchReport]:
+def launch(x, topk_weights, topk_ids, w_gate, w_up, w_down, backend=None) -> tuple[torch.Tensor, LaunchReport]:
     validate(x, topk_weights, topk_ids, w_gate, w_up, w_down)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     tokens, top_k = topk_ids.shape
@@ -146,10 +143,10 @@ def launch(x, topk_weights, topk_ids, w_gate, w_up, w_down, backend=None,
     for start in range(0, tokens, chunk):
         rows = slice(start, start + chunk)
         y, chunk_reports = _launch_chunk(backend, x[rows], topk_weights[rows], topk_ids[rows].to(torch.int32),
-                                         w_gate, w_up, w_down, variant)
+                                         w_gate, w_up, w_down)
         outputs.append(y)
         reports += chunk_reports
-    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), _in_sequence(reports)
+    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), host.launches_in_sequence(reports)
 
 
 @torch.library.custom_op("ptogym::moe_experts", mutates_args=())
@@ -200,7 +197,9 @@ def _golden(inputs, attrs):
 
 
 def _run(inputs, attrs, backend, variant=None):
-    y, report = launch(*(inputs[n] for n in INPUT_NAMES), backend=backend, variant=variant)
+    if variant is not None:  # no other configuration: upstream has no routed-expert operator
+        raise ValueError(f"moe_experts: unknown variant {variant!r}")
+    y, report = launch(*(inputs[n] for n in INPUT_NAMES), backend=backend)
     return {"y": y}, report
 
 
@@ -247,6 +246,6 @@ SPEC = OpSpec(
     output_names=("y",),
     attr_names=("skew",),
     required_levels=("level0", "level1", "level2", "level3"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+    extra={"patterns": PATTERNS, "flops": flops,
            "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )

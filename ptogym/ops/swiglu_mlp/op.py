@@ -21,7 +21,7 @@ from ptogym.ops import OpSpec
 from . import kernel
 from .golden import swiglu_mlp_golden
 
-PATTERNS = ("AT-07", "SK-06")
+PATTERNS = ("AT-07", "SK-06", "SK-14")
 INPUT_NAMES = ("x", "w_gate", "w_up", "w_down")
 DIM_ALIGN = 16  # H and I: 32-byte rows of bf16/fp16 tiles
 
