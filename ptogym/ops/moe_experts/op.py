@@ -27,6 +27,7 @@ import math
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import blocks_up_to
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -121,7 +122,8 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     reports = [backend.launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
     buffer = torch.zeros(count, hidden, dtype=torch.float32, device=device)
-    static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype]}
+    static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],
+              "unroll": blocks_up_to(count, kernel.EXPERT_UNROLL)}  # an expert holds at most all T * k assignments
     reports.append(backend.launch(kernel.build_experts, static,
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))

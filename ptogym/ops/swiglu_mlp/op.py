@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.linear import blocks_up_to
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -59,9 +60,9 @@ def validate(x, w_gate, w_up, w_down) -> None:
 def launch(x, w_gate, w_up, w_down, backend=None, variant=None) -> tuple[torch.Tensor, LaunchReport]:
     validate(x, w_gate, w_up, w_down)
     y = torch.empty_like(x)
-    static = {"hidden": x.shape[-1], "inter": w_gate.shape[0], "dtype": host.HALF_DTYPES[x.dtype],
-              **kernel.VARIANTS.get(variant, {})}
     rows = host.as_rows(x)
+    static = {"hidden": x.shape[-1], "inter": w_gate.shape[0], "dtype": host.HALF_DTYPES[x.dtype],
+              "unroll": blocks_up_to(rows.shape[0], kernel.UNROLL), **kernel.VARIANTS.get(variant, {})}
     return y, host.launch(kernel.build, static, [rows, w_gate, w_up, w_down, host.as_rows(y)], {}, backend,
                           rows.shape[0])
 
