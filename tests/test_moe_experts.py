@@ -106,16 +106,16 @@ def _count_expert_blocks(monkeypatch):
 
 
 def test_experts_without_tokens_cost_nothing(monkeypatch):
-    """All 9 tokens to expert 5 (top-1) of 64: three projections per block of 9 rows
-    (8 + 1: loop_unroll's binary split) and nothing for the 63 idle experts; y is expert
-    5's MLP times the weights."""
+    """All 9 tokens to expert 5 (top-1) of 64: its run padded to one 16-row block, three
+    projections, and nothing for the 63 idle experts; y is expert 5's MLP times the
+    weights."""
     calls = _count_expert_blocks(monkeypatch)
     w_gate, w_up, w_down = experts_weights(64, 128, 64, seed=2)
     x = torch.randn(9, 128, generator=torch.Generator().manual_seed(2)).bfloat16()
     weights = torch.rand(9, 1, generator=torch.Generator().manual_seed(3))
     ids = torch.full((9, 1), 5, dtype=torch.int32)
     y = moe_experts(x, weights, ids, w_gate, w_up, w_down)
-    assert len(calls) == 3 * 2
+    assert len(calls) == 3
     expert5 = swiglu_mlp(x, w_gate[5], w_up[5], w_down[5])
     assert_close(y, (expert5.float() * weights).bfloat16())
     assert_close(y, moe_experts_golden(x, weights, ids, w_gate, w_up, w_down, torch.float64))
@@ -141,8 +141,9 @@ def test_token_chunks_beyond_one_route_launch(monkeypatch):
 
 
 def test_route_kernel_groups_assignments_by_expert():
-    """The route kernel alone: assignments sorted by expert (ties by assignment index),
-    their tokens and weights, and the histogram's offsets."""
+    """The route kernel alone: assignments grouped by expert (in assignment order within
+    an expert), each expert's run padded to 16 rows - padding reads token 0 with weight
+    0 and writes its own spare row N + i - and the runs' starts."""
     from ptogym.backends import get_backend
 
     ids = torch.tensor([[3, 1], [1, 0], [3, 2]], dtype=torch.int32)
@@ -151,14 +152,22 @@ def test_route_kernel_groups_assignments_by_expert():
     flat[0, :6] = ids.reshape(-1)
     flat_weights = torch.zeros(1, n)
     flat_weights[0, :6] = torch.arange(1, 7) / 10
-    tokens, order = torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.int32)
-    sorted_weights, offsets = torch.empty(n, 1), torch.empty(experts + 1, 1, dtype=torch.int32)
+    rows = kernel.padded_rows(n, experts)
+    tokens, order = torch.empty(rows, dtype=torch.int32), torch.empty(rows, dtype=torch.int32)
+    sorted_weights, offsets = torch.empty(rows, 1), torch.empty(experts + 1, 1, dtype=torch.int32)
     get_backend("interp").launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": 2},
                                  [flat, flat_weights, tokens, order, sorted_weights, offsets], {})
-    assert order[:6].tolist() == [3, 1, 2, 5, 0, 4]
-    assert tokens[:6].tolist() == [1, 0, 1, 2, 0, 2]
-    torch.testing.assert_close(sorted_weights[:6, 0], torch.tensor([4, 2, 3, 6, 1, 5]) / 10)
-    assert offsets[:, 0].tolist() == [0, 1, 3, 4, 6]
+    assert offsets[:, 0].tolist() == [0, 16, 32, 48, 64]
+    real = {0: 3, 16: 1, 17: 2, 32: 5, 48: 0, 49: 4}  # row -> assignment
+    expected_order = torch.arange(rows, dtype=torch.int32) + n
+    expected_tokens = torch.zeros(rows, dtype=torch.int32)
+    expected_weights = torch.zeros(rows)
+    for row, assignment in real.items():
+        expected_order[row], expected_tokens[row] = assignment, assignment // 2
+        expected_weights[row] = (assignment + 1) / 10
+    assert torch.equal(order[:64], expected_order[:64]) and torch.equal(tokens[:64], expected_tokens[:64])
+    torch.testing.assert_close(sorted_weights[:64, 0], expected_weights[:64])
+    assert len(set(order.tolist())) == rows  # every row writes its own buffer row
 
 
 def test_empty_and_int64_ids():

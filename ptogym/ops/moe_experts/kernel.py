@@ -26,41 +26,64 @@ No torch here.
 from ptogym.atoms.linear import block_tile_shapes, linear
 from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
 
-EXPERT_UNROLL = (128, 64, 32, 16, 8, 4, 2, 1)  # rows per block of one expert's tokens: a count splits into its binary digits
+ROW_GROUP = 16  # an expert's rows are padded to a multiple of the cube's m fractal: a 1-row block costs a 16-row one
+EXPERT_UNROLL = (128, 64, 32, 16)  # rows per block of one expert's padded run
 COMBINE_UNROLL = (64, 8, 1)
 ELEMENT_BYTES = 2
 MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
-KEY_LIMIT = 1 << 24  # (E + 1) * N: keys exact in fp32
+MAX_EXPERTS = 512  # the padded [1, N + 16 E] fp32 row within 64 KiB (three in UB); keys (E + 1) * N exact in fp32
+
+def padded_rows(assignments: int, experts: int) -> int:
+    """Length of the padded per-expert lists: every expert's run of rows rounded up to
+    ``ROW_GROUP`` adds fewer than ROW_GROUP rows, the sentinel run ends the list."""
+    return assignments + ROW_GROUP * experts
+
 
 def build_route(pypto, *, assignments: int, experts: int, top_k: int):
     """Kernel(ids, weights, tokens_out, order_out, weights_out, offsets_out): ids [1, N]
-    int32 (padded with ``experts``), weights [1, N] fp32; tokens_out, order_out [N]
-    int32, weights_out [N, 1] fp32 in expert order; offsets_out [E + 1, 1] int32."""
-    n = assignments
+    int32 (padded with ``experts``), weights [1, N] fp32; written: the assignments
+    grouped by expert, each expert's run padded to a multiple of ROW_GROUP rows, as
+    tokens_out, order_out [M] int32 and weights_out [M, 1] fp32 (M = padded_rows; a
+    padding row reads token 0 with weight 0 and writes its own spare buffer row N + i),
+    and offsets_out [E + 1, 1] int32, the start of each expert's run (E: the end)."""
+    n, m = assignments, padded_rows(assignments, experts)
+    fp32, int32 = pypto.DT_FP32, pypto.DT_INT32
 
     @pypto.frontend.jit()
     def moe_route_kernel(
-        ids: pypto.Tensor([1, n], pypto.DT_INT32),
-        weights: pypto.Tensor([1, n], pypto.DT_FP32),
-        tokens_out: pypto.Tensor([n], pypto.DT_INT32),
-        order_out: pypto.Tensor([n], pypto.DT_INT32),
-        weights_out: pypto.Tensor([n, 1], pypto.DT_FP32),
-        offsets_out: pypto.Tensor([experts + 1, 1], pypto.DT_INT32),
+        ids: pypto.Tensor([1, n], int32),
+        weights: pypto.Tensor([1, n], fp32),
+        tokens_out: pypto.Tensor([m], int32),
+        order_out: pypto.Tensor([m], int32),
+        weights_out: pypto.Tensor([m, 1], fp32),
+        offsets_out: pypto.Tensor([experts + 1, 1], int32),
     ):
-        pypto.set_vec_tile_shapes(1, n)
-        expert = pypto.cast(ids, pypto.DT_FP32)
-        key = pypto.add(pypto.mul(expert, float(n)), pypto.reshape(pypto.arange(0.0, float(n)), [1, n]))
-        order = pypto.argsort(key, -1, False)  # [1, n] assignment indices, expert by expert
-        token = pypto.floor(pypto.div(pypto.add(pypto.cast(order, pypto.DT_FP32), 0.5), float(top_k)))
-        pypto.assemble(pypto.reshape(pypto.cast(token, pypto.DT_INT32, pypto.CastMode.CAST_FLOOR), [n]), [0],
-                       tokens_out)
-        pypto.assemble(pypto.reshape(order, [n]), [0], order_out)
-        pypto.assemble(pypto.reshape(pypto.gather(weights, 1, order), [n, 1]), [0, 0], weights_out)
-        pypto.set_vec_tile_shapes(1, n)
+        pypto.set_vec_tile_shapes(1, m)
+        expert = pypto.cast(ids, fp32)
+        position = pypto.reshape(pypto.arange(0.0, float(n)), [1, n])
+        order = pypto.argsort(pypto.add(pypto.mul(expert, float(n)), position), -1, False)  # expert by expert
+        order_fp32 = pypto.cast(order, fp32)
+        token = pypto.floor(pypto.div(pypto.add(order_fp32, 0.5), float(top_k)))
+        sorted_expert = pypto.gather(expert, 1, order)
+        # histogram as offsets: offsets[e] = assignments of the experts below e
         below = pypto.lt(pypto.expand_clone(expert, [experts + 1, n]),
                          pypto.reshape(pypto.arange(0.0, float(experts + 1)), [experts + 1, 1]))
-        offsets = pypto.sum(pypto.cast(below, pypto.DT_FP32), -1, keepdim=True)
-        pypto.assemble(pypto.cast(offsets, pypto.DT_INT32), [0, 0], offsets_out)
+        offsets = pypto.sum(pypto.cast(below, fp32), -1, keepdim=True)
+        counts = pypto.sub(pypto.view(offsets, [experts, 1], [1, 0]), pypto.view(offsets, [experts, 1], [0, 0]))
+        padded = pypto.mul(pypto.floor(pypto.div(pypto.add(counts, ROW_GROUP - 1.0), float(ROW_GROUP))),
+                           float(ROW_GROUP))
+        starts = pypto.concat([pypto.full([1, 1], 0.0, fp32), pypto.cumsum(padded, 0)], 0)
+        # sorted position j of expert e moves by starts[e] - offsets[e]
+        shift = pypto.reshape(pypto.sub(starts, offsets), [1, experts + 1])
+        slot = pypto.cast(pypto.add(position, pypto.gather(shift, 1, pypto.cast(sorted_expert, int32))), int32)
+        spare = pypto.add(pypto.reshape(pypto.arange(0.0, float(m)), [1, m]), float(n))
+        padded_tokens = pypto.scatter(pypto.full([1, m], 0.0, fp32), 1, slot, token)
+        padded_order = pypto.scatter(spare, 1, slot, order_fp32)
+        padded_weights = pypto.scatter(pypto.full([1, m], 0.0, fp32), 1, slot, pypto.gather(weights, 1, order))
+        pypto.assemble(pypto.reshape(pypto.cast(padded_tokens, int32), [m]), [0], tokens_out)
+        pypto.assemble(pypto.reshape(pypto.cast(padded_order, int32), [m]), [0], order_out)
+        pypto.assemble(pypto.reshape(padded_weights, [m, 1]), [0, 0], weights_out)
+        pypto.assemble(pypto.cast(starts, int32), [0, 0], offsets_out)
 
     return moe_route_kernel
 

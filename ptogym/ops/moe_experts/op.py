@@ -70,9 +70,9 @@ def rule_violations(x, topk_weights, topk_ids, w_gate, w_up, w_down) -> list:
                                          "(32-byte tile rows)"))
     if experts == 0:
         problems.append((ValueError, "w_gate: E = 0 experts"))
-    if (experts + 1) * kernel.MAX_ASSIGNMENTS > kernel.KEY_LIMIT:
-        problems.append((ValueError, f"w_gate: E = {experts} experts > {kernel.KEY_LIMIT // kernel.MAX_ASSIGNMENTS - 1}"
-                                     " (the route kernel's sort keys expert * N + assignment must be exact in fp32)"))
+    if experts > kernel.MAX_EXPERTS:
+        problems.append((ValueError, f"w_gate: E = {experts} experts > {kernel.MAX_EXPERTS} (the route kernel holds "
+                                     "one padded row of N + 16 E fp32 values in a vector tile)"))
     top_k = topk_ids.shape[1]
     if top_k > kernel.MAX_ASSIGNMENTS:
         problems.append((ValueError, f"topk_ids: k = {top_k} > {kernel.MAX_ASSIGNMENTS}"))
@@ -116,21 +116,23 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     flat_ids[0, :count] = ids.reshape(-1)
     flat_weights = torch.zeros(1, n, dtype=torch.float32, device=device)
     flat_weights[0, :count] = weights.reshape(-1)
-    sorted_tokens, order = (torch.empty(n, dtype=torch.int32, device=device) for _ in range(2))
-    sorted_weights = torch.empty(n, 1, dtype=torch.float32, device=device)
+    rows = kernel.padded_rows(n, experts)
+    sorted_tokens, order = (torch.empty(rows, dtype=torch.int32, device=device) for _ in range(2))
+    sorted_weights = torch.empty(rows, 1, dtype=torch.float32, device=device)
     offsets = torch.empty(experts + 1, 1, dtype=torch.int32, device=device)
     reports = [backend.launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
-    buffer = torch.zeros(count, hidden, dtype=torch.float32, device=device)
+    buffer = torch.empty(n + rows, hidden, dtype=torch.float32, device=device)  # assignments, then spare rows
+    most = -(-count // kernel.ROW_GROUP) * kernel.ROW_GROUP  # an expert's padded run is at most this long
     static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],
-              "unroll": blocks_up_to(count, kernel.EXPERT_UNROLL)}  # an expert holds at most all T * k assignments
+              "unroll": blocks_up_to(most, kernel.EXPERT_UNROLL)}
     reports.append(backend.launch(kernel.build_experts, static,
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))
     y = torch.empty_like(x)
     reports.append(backend.launch(kernel.build_combine, {"hidden": hidden, "top_k": top_k,
                                                          "dtype": host.HALF_DTYPES[x.dtype]},
-                                  [buffer.view(tokens, top_k * hidden), y], {}))
+                                  [buffer[:count].view(tokens, top_k * hidden), y], {}))
     return y, reports
 
 
