@@ -70,6 +70,14 @@ def choice_rule(name: str, value, choices) -> Problems:
     return [] if value in choices else [(ValueError, f"{name}: {value!r} is not one of {list(choices)}")]
 
 
+def case_violations(case, input_names: tuple, rules) -> list[str]:
+    """A case file's level checked by an operator's ``rules(*tensors)`` (the same rules
+    its calls obey), for an operator whose inputs are exactly ``input_names``."""
+    if set(case.inputs) != set(input_names):
+        return [f"inputs must be exactly {', '.join(input_names)}; got {sorted(case.inputs)}"]
+    return [message for _, message in rules(*(case.inputs[name] for name in input_names))]
+
+
 def raise_first(problems: Problems) -> None:
     for error, message in problems[:1]:
         raise error(message)

@@ -208,9 +208,7 @@ def _run(inputs, attrs, backend, variant=None):
 
 
 def _check_case(case) -> list[str]:
-    if set(case.inputs) != set(INPUT_NAMES):
-        return [f"inputs must be exactly {', '.join(INPUT_NAMES)}; got {sorted(case.inputs)}"]
-    return [m for _, m in rule_violations(*(case.inputs[n] for n in INPUT_NAMES))]
+    return host.case_violations(case, INPUT_NAMES, rule_violations)
 
 
 def _routed_experts(case) -> int:
