@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hf_models import deepseek_v3_moe, qwen3_moe_block, split_gate_up
-from ptogym.ops.moe_experts import kernel, op
+from ptogym.ops.moe_experts import kernel, route
 from ptogym.ops.moe_experts.golden import moe_experts_golden
 from ptogym.ops.moe_experts.op import moe_experts
 from ptogym.ops.moe_gating_topk.op import moe_gating_topk
@@ -152,10 +152,10 @@ def test_route_kernel_groups_assignments_by_expert():
     flat[0, :6] = ids.reshape(-1)
     flat_weights = torch.zeros(1, n)
     flat_weights[0, :6] = torch.arange(1, 7) / 10
-    rows = kernel.padded_rows(n, experts)
+    rows = route.padded_rows(n, experts)
     tokens, order = torch.empty(rows, dtype=torch.int32), torch.empty(rows, dtype=torch.int32)
     sorted_weights, offsets = torch.empty(rows, 1), torch.empty(experts + 1, 1, dtype=torch.int32)
-    get_backend("interp").launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": 2},
+    get_backend("interp").launch(route.build_route, {"assignments": n, "experts": experts, "top_k": 2},
                                  [flat, flat_weights, tokens, order, sorted_weights, offsets], {})
     assert offsets[:, 0].tolist() == [0, 16, 32, 48, 64]
     real = {0: 3, 16: 1, 17: 2, 32: 5, 48: 0, 49: 4}  # row -> assignment

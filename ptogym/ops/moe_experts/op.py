@@ -32,7 +32,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 
-from . import kernel
+from . import combine, kernel, route
 from .golden import moe_experts_golden
 
 PATTERNS = ("SK-07", "AT-07", "SK-14")
@@ -116,11 +116,11 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     flat_ids[0, :count] = ids.reshape(-1)
     flat_weights = torch.zeros(1, n, dtype=torch.float32, device=device)
     flat_weights[0, :count] = weights.reshape(-1)
-    rows = kernel.padded_rows(n, experts)
+    rows = route.padded_rows(n, experts)
     sorted_tokens, order = (torch.empty(rows, dtype=torch.int32, device=device) for _ in range(2))
     sorted_weights = torch.empty(rows, 1, dtype=torch.float32, device=device)
     offsets = torch.empty(experts + 1, 1, dtype=torch.int32, device=device)
-    reports = [backend.launch(kernel.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
+    reports = [backend.launch(route.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
     buffer = torch.empty(n + rows, hidden, dtype=torch.float32, device=device)  # assignments, then spare rows
     most = -(-count // kernel.ROW_GROUP) * kernel.ROW_GROUP  # an expert's padded run is at most this long
@@ -130,7 +130,7 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))
     y = torch.empty_like(x)
-    reports.append(backend.launch(kernel.build_combine, {"hidden": hidden, "top_k": top_k,
+    reports.append(backend.launch(combine.build_combine, {"hidden": hidden, "top_k": top_k,
                                                          "dtype": host.HALF_DTYPES[x.dtype]},
                                   [buffer[:count].view(tokens, top_k * hidden), y], {}))
     return y, reports

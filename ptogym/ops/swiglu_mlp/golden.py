@@ -12,7 +12,7 @@ def swiglu_mlp_golden(x, w_gate, w_up, w_down, compute_dtype=torch.float32, roun
         return t.to(round_to).to(compute_dtype)
 
     xc = x.to(compute_dtype)
-    gate = rounded(xc @ w_gate.to(compute_dtype).t())
-    up = rounded(xc @ w_up.to(compute_dtype).t())
+    gate = rounded(xc @ torch.transpose(w_gate.to(compute_dtype), 0, 1))
+    up = rounded(xc @ torch.transpose(w_up.to(compute_dtype), 0, 1))
     h = rounded(rounded(torch.nn.functional.silu(gate)) * up)
-    return (h @ w_down.to(compute_dtype).t()).to(round_to)
+    return (h @ torch.transpose(w_down.to(compute_dtype), 0, 1)).to(round_to)
