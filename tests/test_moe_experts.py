@@ -40,38 +40,45 @@ def routing(tokens, experts, top_k, seed=0, skew=0.0):
     return chosen.softmax(-1), ids.to(torch.int32)
 
 
-def test_matches_hf_qwen3_moe_sparse_block():
+@pytest.mark.parametrize("hidden, inter, experts, top_k, norm", [(128, 64, 16, 4, True), (32, 12, 8, 2, False),
+                                                                 (20, 37, 4, 4, True)])
+def test_matches_hf_qwen3_moe_sparse_block(hidden, inter, experts, top_k, norm):
     """Qwen3MoeSparseMoeBlock end to end: its router's logits through moe_gating_topk
-    (softmax, norm_topk_prob) and moe_experts against the block's own output."""
-    block = qwen3_moe_block(128, 64, 16, 4, True, seed=1)
+    (softmax, norm_topk_prob) and moe_experts against the block's own output; sizes of
+    Hugging Face's own test configs too (H 32, I 12, 8 experts; top_k = E = 4), which the
+    operator zero-pads to 32-byte extents."""
+    block = qwen3_moe_block(hidden, inter, experts, top_k, norm, seed=1)
     with torch.no_grad():
-        block.gate.weight.mul_(50 * 128 ** -0.5)
-        x = torch.randn(40, 128, generator=torch.Generator().manual_seed(1)).bfloat16()
-        expected = block(x.view(1, 40, 128)).view(40, 128)
+        block.gate.weight.mul_(50 * hidden ** -0.5)
+        x = torch.randn(40, hidden, generator=torch.Generator().manual_seed(1)).bfloat16()
+        expected = block(x.view(1, 40, hidden)).view(40, hidden)
         logits, _, ref_ids = block.gate(x)
-    weights, ids = moe_gating_topk(logits, top_k=4, renormalize=True)
+    weights, ids = moe_gating_topk(logits, top_k=top_k, renormalize=norm)
     assert torch.equal(ids, ref_ids.int())
     y = moe_experts(x, weights, ids, *split_gate_up(block.experts))
     assert_close(y, expected, HF_BOUNDS)
 
 
-@pytest.mark.parametrize("t", [1, 23])
-def test_matches_hf_deepseek_v3_moe(t):
-    """DeepseekV3MoE: its gate (fp32: sigmoid, bias, 4 groups, top-2 groups, x2.5)
-    through moe_gating_topk, the routed experts through moe_experts and the shared expert
-    through swiglu_mlp, added in bf16 as the module adds them."""
-    moe = deepseek_v3_moe(128, 64, 32, 6, 4, 2, 2.5, True, seed=t)
+@pytest.mark.parametrize("t, hidden, inter, experts, top_k, groups, topk_groups", [
+    (1, 128, 64, 32, 6, 4, 2), (23, 128, 64, 32, 6, 4, 2), (9, 32, 12, 8, 2, 2, 1)])
+def test_matches_hf_deepseek_v3_moe(t, hidden, inter, experts, top_k, groups, topk_groups):
+    """DeepseekV3MoE: its gate (fp32: sigmoid, bias, groups, top groups, x2.5) through
+    moe_gating_topk, the routed experts through moe_experts and the shared expert
+    through swiglu_mlp, added in bf16 as the module adds them (last row: sizes of Hugging
+    Face's own test config)."""
+    moe = deepseek_v3_moe(hidden, inter, experts, top_k, groups, topk_groups, 2.5, True, seed=t)
     with torch.no_grad():
-        moe.gate.weight.mul_(50 * 128 ** -0.5)
+        moe.gate.weight.mul_(50 * hidden ** -0.5)
         for linear in (moe.shared_experts.gate_proj, moe.shared_experts.up_proj, moe.shared_experts.down_proj):
             linear.weight.mul_(50 * linear.weight.shape[1] ** -0.5)
-        x = torch.randn(t, 128, generator=torch.Generator().manual_seed(t)).bfloat16()
-        expected = moe(x.view(1, t, 128)).view(t, 128)
+        x = torch.randn(t, hidden, generator=torch.Generator().manual_seed(t)).bfloat16()
+        expected = moe(x.view(1, t, hidden)).view(t, hidden)
         expected_routed = moe.experts(x, *reversed(moe.gate(x)[1:]))
     gate = moe.gate
-    weights, ids = moe_gating_topk(x.float() @ gate.weight.t(), top_k=6, scoring="sigmoid", num_groups=4,
-                                   topk_groups=2, correction_bias=gate.e_score_correction_bias,
-                                   renormalize=True, routed_scaling_factor=2.5)
+    weights, ids = moe_gating_topk(x.float() @ torch.transpose(gate.weight, 0, 1), top_k=top_k, scoring="sigmoid",
+                                   num_groups=groups, topk_groups=topk_groups,
+                                   correction_bias=gate.e_score_correction_bias, renormalize=True,
+                                   routed_scaling_factor=2.5)
     routed = moe_experts(x, weights, ids, *split_gate_up(moe.experts))
     assert_close(routed, expected_routed, HF_BOUNDS)
     shared = moe.shared_experts

@@ -99,6 +99,24 @@ def check_tensors(device_of: str, **tensors) -> None:
             raise ValueError(f"{name}: must be contiguous (strides {t.stride()})")
 
 
+HALF_ALIGN = 16  # bf16/fp16 elements in 32 bytes: a cube tile's n extent must be a multiple
+
+
+def aligned(size: int, step: int = HALF_ALIGN) -> int:
+    return -(-size // step) * step
+
+
+def zero_padded(t: torch.Tensor, shape) -> torch.Tensor:
+    """``t`` itself when it has ``shape``, else a copy zero-padded at the end of each axis
+    (matmuls over the padding add exact zeros)."""
+    shape = tuple(shape)
+    if tuple(t.shape) == shape:
+        return t
+    padded = t.new_zeros(shape)
+    padded[tuple(slice(0, n) for n in t.shape)] = t
+    return padded
+
+
 def as_rows(t: torch.Tensor) -> torch.Tensor:
     """[..., D] as [rows, D] (a view: the tensors are contiguous)."""
     return t.reshape(-1, t.shape[-1])

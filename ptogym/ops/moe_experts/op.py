@@ -38,7 +38,6 @@ from .golden import moe_experts_golden
 PATTERNS = ("SK-07", "AT-07", "SK-14")
 INPUT_NAMES = ("x", "topk_weights", "topk_ids", "w_gate", "w_up", "w_down")
 ID_DTYPES = (torch.int32, torch.int64)
-DIM_ALIGN = 16  # H and I: 32-byte rows of bf16/fp16 tiles
 
 
 def rule_violations(x, topk_weights, topk_ids, w_gate, w_up, w_down) -> list:
@@ -65,9 +64,8 @@ def rule_violations(x, topk_weights, topk_ids, w_gate, w_up, w_down) -> list:
     problems += host.shape_rule("w_up", w_up, (experts, inter, hidden), "w_gate's shape [E, I, H]")
     problems += host.shape_rule("w_down", w_down, (experts, hidden, inter), "[E, H, I]")
     for name, label, size in (("x", "H", hidden), ("w_gate", "I", inter)):
-        if size % DIM_ALIGN or size == 0:
-            problems.append((ValueError, f"{name}: {label} = {size} must be a non-zero multiple of {DIM_ALIGN} "
-                                         "(32-byte tile rows)"))
+        if size == 0:
+            problems.append((ValueError, f"{name}: {label} = 0"))
     if experts == 0:
         problems.append((ValueError, "w_gate: E = 0 experts"))
     if experts > kernel.MAX_EXPERTS:
@@ -107,6 +105,8 @@ def padded_assignments(count: int) -> int:
 
 
 def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch.Tensor, list]:
+    """One route / experts / combine sequence; x [T, H] and the weights already padded
+    to 32-byte extents."""
     tokens, top_k = ids.shape
     experts, inter, hidden = w_gate.shape
     count = tokens * top_k
@@ -142,15 +142,20 @@ def launch(x, topk_weights, topk_ids, w_gate, w_up, w_down, backend=None) -> tup
     tokens, top_k = topk_ids.shape
     if tokens == 0 or x.device.type == "meta":
         return torch.empty_like(x), LaunchReport(backend=backend.name, wall_s=0.0)
+    experts, inter, hidden = w_gate.shape
+    h, i = host.aligned(hidden), host.aligned(inter)  # cube tiles need 32-byte n extents: odd sizes are padded
+    w_gate, w_up = (host.zero_padded(w, (experts, i, h)) for w in (w_gate, w_up))
+    w_down = host.zero_padded(w_down, (experts, h, i))
     chunk = max(1, kernel.MAX_ASSIGNMENTS // top_k)
     outputs, reports = [], []
     for start in range(0, tokens, chunk):
         rows = slice(start, start + chunk)
-        y, chunk_reports = _launch_chunk(backend, x[rows], topk_weights[rows], topk_ids[rows].to(torch.int32),
-                                         w_gate, w_up, w_down)
-        outputs.append(y)
+        y, chunk_reports = _launch_chunk(backend, host.zero_padded(x[rows], (x[rows].shape[0], h)), topk_weights[rows],
+                                         topk_ids[rows].to(torch.int32), w_gate, w_up, w_down)
+        outputs.append(y[:, :hidden])
         reports += chunk_reports
-    return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), host.launches_in_sequence(reports)
+    y = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+    return (y if h == hidden else y.contiguous()), host.launches_in_sequence(reports)
 
 
 @torch.library.custom_op("ptogym::moe_experts", mutates_args=())

@@ -24,7 +24,6 @@ from .golden import swiglu_mlp_golden
 
 PATTERNS = ("AT-07", "SK-06", "SK-14")
 INPUT_NAMES = ("x", "w_gate", "w_up", "w_down")
-DIM_ALIGN = 16  # H and I: 32-byte rows of bf16/fp16 tiles
 
 
 def rule_violations(x, w_gate, w_up, w_down) -> list:
@@ -34,20 +33,16 @@ def rule_violations(x, w_gate, w_up, w_down) -> list:
         problems += host.same_dtype_rule(name, t, "x", x) if not problems else []
     if problems:
         return problems
-    problems += host.rows_rule("x", x)
-    if problems:
-        return problems
+    if len(x.shape) < 2 or x.shape[-1] == 0:
+        return [(ValueError, f"x: needs at least 2 dims [..., H] with H >= 1, got shape {list(x.shape)}")]
     hidden = x.shape[-1]
     if len(w_gate.shape) != 2 or w_gate.shape[1] != hidden:
         return [(ValueError, f"w_gate: shape {list(w_gate.shape)} must be [I, H] with H = x's last dim {hidden}")]
     inter = w_gate.shape[0]
     problems += host.shape_rule("w_up", w_up, (inter, hidden), "w_gate's shape [I, H]")
     problems += host.shape_rule("w_down", w_down, (hidden, inter), "[H, I]")
-    for name, size in (("x", hidden), ("w_gate", inter)):
-        if size % DIM_ALIGN or size == 0:
-            label = "H" if name == "x" else "I"
-            problems.append((ValueError, f"{name}: {label} = {size} must be a non-zero multiple of {DIM_ALIGN} "
-                                         "(32-byte tile rows)"))
+    if inter == 0:
+        problems.append((ValueError, "w_gate: I = 0"))
     return problems
 
 
@@ -61,10 +56,17 @@ def launch(x, w_gate, w_up, w_down, backend=None, variant=None) -> tuple[torch.T
     validate(x, w_gate, w_up, w_down)
     y = torch.empty_like(x)
     rows = host.as_rows(x)
-    static = {"hidden": x.shape[-1], "inter": w_gate.shape[0], "dtype": host.HALF_DTYPES[x.dtype],
-              "unroll": blocks_up_to(rows.shape[0], kernel.UNROLL), **kernel.VARIANTS.get(variant, {})}
-    return y, host.launch(kernel.build, static, [rows, w_gate, w_up, w_down, host.as_rows(y)], {}, backend,
-                          rows.shape[0])
+    (inter, hidden), tokens = w_gate.shape, rows.shape[0]
+    h, i = host.aligned(hidden), host.aligned(inter)  # cube tiles need 32-byte n extents: odd sizes are padded
+    static = {"hidden": h, "inter": i, "dtype": host.HALF_DTYPES[x.dtype],
+              "unroll": blocks_up_to(tokens, kernel.UNROLL), **kernel.VARIANTS.get(variant, {})}
+    y_rows = host.as_rows(y) if h == hidden else y.new_empty(tokens, h)
+    report = host.launch(kernel.build, static, [host.zero_padded(rows, (tokens, h)), host.zero_padded(w_gate, (i, h)),
+                                                host.zero_padded(w_up, (i, h)), host.zero_padded(w_down, (h, i)),
+                                                y_rows], {}, backend, tokens)
+    if h != hidden:
+        host.as_rows(y).copy_(y_rows[:, :hidden])
+    return y, report
 
 
 @torch.library.custom_op("ptogym::swiglu_mlp", mutates_args=())
