@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.atoms.linear import blocks_up_to
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
@@ -58,8 +57,7 @@ def launch(x, w_gate, w_up, w_down, backend=None, variant=None) -> tuple[torch.T
     rows = host.as_rows(x)
     (inter, hidden), tokens = w_gate.shape, rows.shape[0]
     h, i = host.aligned(hidden), host.aligned(inter)  # cube tiles need 32-byte n extents: odd sizes are padded
-    static = {"hidden": h, "inter": i, "dtype": host.HALF_DTYPES[x.dtype],
-              "unroll": blocks_up_to(tokens, kernel.UNROLL), **kernel.VARIANTS.get(variant, {})}
+    static = {"hidden": h, "inter": i, "dtype": host.HALF_DTYPES[x.dtype], **kernel.VARIANTS.get(variant, {})}
     y_rows = host.as_rows(y) if h == hidden else y.new_empty(tokens, h)
     report = host.launch(kernel.build, static, [host.zero_padded(rows, (tokens, h)), host.zero_padded(w_gate, (i, h)),
                                                 host.zero_padded(w_up, (i, h)), host.zero_padded(w_down, (h, i)),
