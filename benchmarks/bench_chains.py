@@ -7,11 +7,14 @@ device would).  Run under ``flock /tmp/ptogym-pypto.lock``.
 
 * qwen3_pre_attn: inplace_add_rms_norm -> linear (QKV) -> rms_norm per head (q, k) ->
   rope (q, k) -> cache_scatter (k, v);
+* swiglu_mlp: linear (gate) -> linear (up) -> linear (down): the chain without its SwiGLU
+  step (ptogym has no stand-alone elementwise operator for it), so a lower bound on a
+  real chain's time;
 * mla_prolog: linear (q_a) -> rms_norm -> linear (q_b) -> rms_norm per head -> rope (q) ->
   linear (kv) -> rms_norm -> rope (kv).  The chain's linear takes [N, K] weights
   (b_trans) where the fused kernel reads upstream's K-major ones: same bytes and FLOPs.
 
-    python benchmarks/bench_chains.py [--op qwen3_pre_attn|mla_prolog] [--tokens 16]
+    python benchmarks/bench_chains.py [--op qwen3_pre_attn|mla_prolog|swiglu_mlp] [--tokens 16]
 """
 import argparse
 import sys
@@ -28,6 +31,7 @@ from ptogym.verify.runner import make_case_inputs  # noqa: E402
 
 H, HEADS, KV_HEADS, D, SLOTS = 2048, 16, 8, 128, 1024  # Qwen3-1.7B
 V4_H, V4_Q, V4_HEADS, V4_D, V4_R = 4096, 1024, 64, 512, 64  # DeepSeek-V4
+MLP_H, MLP_I = 4096, 12288  # Qwen3-8B
 BF16 = torch.bfloat16
 
 
@@ -59,7 +63,7 @@ def qwen3_chain(t):
              "w_qkv": ([qkv, H], BF16), "q_norm_gamma": ([D], BF16), "k_norm_gamma": ([D], BF16),
              "cos": ([t, D], BF16), "sin": ([t, D], BF16), "k_cache": ([SLOTS, KV_HEADS, D], BF16),
              "v_cache": ([SLOTS, KV_HEADS, D], BF16), "slot_mapping": ([t], torch.int32)}
-    return stages, fused
+    return stages, fused, {"eps": 1e-6}
 
 
 def mla_chain(t):
@@ -78,10 +82,19 @@ def mla_chain(t):
     ]
     fused = {"x": ([t, V4_H], BF16), "wq_a": ([V4_H, V4_Q], BF16), "wq_b": ([V4_Q, V4_HEADS * V4_D], BF16),
              "wkv": ([V4_H, V4_D], BF16), "gamma_cq": ([V4_Q], BF16), "gamma_ckv": ([V4_D], BF16), **rope_inputs}
-    return stages, fused
+    return stages, fused, {"eps": 1e-6}
 
 
-CHAINS = {"qwen3_pre_attn": qwen3_chain, "mla_prolog": mla_chain}
+def swiglu_chain(t, hidden=MLP_H, inter=MLP_I):
+    project = {"quant_mode": "none"}
+    stages = [("linear", {"x": ([t, hidden], BF16), "weight": ([inter, hidden], BF16)}, project)] * 2 + [
+        ("linear", {"x": ([t, inter], BF16), "weight": ([hidden, inter], BF16)}, project)]
+    fused = {"x": ([t, hidden], BF16), "w_gate": ([inter, hidden], BF16), "w_up": ([inter, hidden], BF16),
+             "w_down": ([hidden, inter], BF16)}
+    return stages, fused, {}
+
+
+CHAINS = {"qwen3_pre_attn": qwen3_chain, "mla_prolog": mla_chain, "swiglu_mlp": swiglu_chain}
 
 
 def main(argv=None) -> int:
@@ -90,13 +103,13 @@ def main(argv=None) -> int:
     parser.add_argument("--tokens", type=int, default=16)
     args = parser.parse_args(argv)
     sim = get_backend("pypto-sim")
-    stages, fused_inputs = CHAINS[args.op](args.tokens)
+    stages, fused_inputs, fused_attrs = CHAINS[args.op](args.tokens)
     total = kernels = 0.0
     for name, inputs, attrs in stages:
         us, kernel_us = simulate(sim, name, inputs, attrs)
         total, kernels = total + us, kernels + kernel_us
         print(f"{name:22s} {us:8.1f} us  whole kernel {kernel_us:8.1f} us", flush=True)
-    fused, fused_kernel = simulate(sim, args.op, fused_inputs, {"eps": 1e-6})
+    fused, fused_kernel = simulate(sim, args.op, fused_inputs, fused_attrs)
     print(f"chain {total:.1f} us, fused {args.op} {fused:.1f} us: fused is {total / fused:.2f}x faster; "
           f"whole kernels: chain {kernels:.1f} us, fused {fused_kernel:.1f} us: {kernels / fused_kernel:.2f}x")
     return 0

@@ -328,10 +328,18 @@ def test_nothing_written_to_cwd_or_home(tmp_path):
 
 
 # ------------------------------------------------------------------ every operator
+#: operators whose level0 real pypto does not compile yet, with what it said
+KNOWN_SIM_FAILURES = {
+    "moe_experts": "pypto 0.2.0 fails to compile the experts stage (RenderedParserError Errcode FFFFFF, 'Run pass "
+                   "failed', host_machine.cpp:179); its route stage compiles and runs; see ptogym/ops/moe_experts/README.md",
+}
+
+
 def _op_level0_params():
     from ptogym.ops import OP_NAMES
 
-    return list(OP_NAMES)
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_SIM_FAILURES[name]))
+            if name in KNOWN_SIM_FAILURES else name for name in OP_NAMES]
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ def test_cli_list_json_show_graph(capsys, tmp_path):
 
     assert main(["patterns", "--json", "--flow", "V,C,V"]) == 0
     captured = capsys.readouterr()
-    assert [c["id"] for c in json.loads(captured.out)] == ["AT-11", "SK-01", "SK-02", "SK-05"]
+    assert [c["id"] for c in json.loads(captured.out)] == ["AT-11", "SK-01", "SK-02", "SK-05", "SK-07"]
     assert captured.err.strip() == "[PATTERNS_OK]"
 
     assert main(["patterns", "show", "AT-10"]) == 0

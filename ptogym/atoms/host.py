@@ -106,6 +106,14 @@ def autograd_rule(op_name: str, tensors: dict, written=()) -> Problems:
     return []
 
 
+def case_violations(case, input_names: tuple, rules) -> list[str]:
+    """A case file's level checked by an operator's ``rules(*tensors)`` (the same rules
+    its calls obey), for an operator whose inputs are exactly ``input_names``."""
+    if set(case.inputs) != set(input_names):
+        return [f"inputs must be exactly {', '.join(input_names)}; got {sorted(case.inputs)}"]
+    return [message for _, message in rules(*(case.inputs[name] for name in input_names))]
+
+
 def raise_first(problems: Problems) -> None:
     for error, message in problems[:1]:
         raise error(message)
@@ -134,6 +142,24 @@ def is_meta(t: torch.Tensor) -> bool:
     return t.device.type == "meta"
 
 
+HALF_ALIGN = 16  # bf16/fp16 elements in 32 bytes: a cube tile's n extent must be a multiple
+
+
+def aligned(size: int, step: int = HALF_ALIGN) -> int:
+    return -(-size // step) * step
+
+
+def zero_padded(t: torch.Tensor, shape) -> torch.Tensor:
+    """``t`` itself when it has ``shape``, else a copy zero-padded at the end of each axis
+    (matmuls over the padding add exact zeros)."""
+    shape = tuple(shape)
+    if tuple(t.shape) == shape:
+        return t
+    padded = t.new_zeros(shape)
+    padded[tuple(slice(0, n) for n in t.shape)] = t
+    return padded
+
+
 def as_rows(t: torch.Tensor) -> torch.Tensor:
     """[..., D] as [rows, D] (a view: the tensors are contiguous)."""
     return t.reshape(-1, t.shape[-1])
@@ -147,6 +173,20 @@ def launch(build, static: dict, tensors: list, scalars: dict, backend, rows: int
     if rows == 0:
         return LaunchReport(backend=backend.name, wall_s=0.0)
     return backend.launch(build, static, tensors, scalars)
+
+
+def launches_in_sequence(reports: list[LaunchReport]) -> LaunchReport:
+    """One report for launches run one after another: times and tasks add up (a launch
+    that ran nothing, e.g. a scatter of padding tokens only, reports none)."""
+    def total(field):
+        values = [getattr(r, field, None) if field != "kernel_us" else r.extra.get(field) for r in reports]
+        values = [value for value in values if value is not None]
+        return sum(values) if values else None
+
+    return LaunchReport(backend=reports[0].backend, wall_s=total("wall_s") or 0.0,
+                        outputs_valid=all(r.outputs_valid for r in reports), simulated_us=total("simulated_us"),
+                        tasks=total("tasks"), cores=max((r.cores or 0 for r in reports), default=None) or None,
+                        extra={"launches": len(reports), "kernel_us": total("kernel_us")})
 
 
 def make_inputs(case, generator, device="cpu") -> dict:

@@ -209,3 +209,10 @@ def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):
     fp32 accumulation, one rounding to ``out_dtype``.  Real pypto 0.2.0 accepts fp8
     operands only for DAV_3510 (see ``ptogym/ops/linear/README.md``)."""
     return pypto.scaled_mm(x_fp8, weight_fp8, out_dtype, x_scale, w_scale, b_trans=True, scale_b_trans=True)
+
+
+def blocks_up_to(rows: int, ladder) -> tuple:
+    """The sizes of a ``loop_unroll`` ladder a loop over at most ``rows`` rows can use
+    (1 always).  pypto compiles every size of a kernel's ladder, so an operator that
+    builds one kernel per such tuple keeps a decode call from compiling its 1024-row body."""
+    return tuple(size for size in ladder if size <= max(rows, 1)) or (1,)

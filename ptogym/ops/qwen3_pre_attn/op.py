@@ -141,21 +141,7 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
     reports = [backend.launch(kernel.build, static, [*front, *(t.view(-1, kv_width) for t in kv_rows), residual, q],
                               {"index": None, "eps": float(eps)})]
     reports += [scatter_launch(cache, rows, slot_mapping, backend) for cache, rows in zip((k_cache, v_cache), kv_rows)]
-    return q, _in_sequence(reports)
-
-
-def _in_sequence(reports: list[LaunchReport]) -> LaunchReport:
-    """One report for launches run one after another: times and tasks add up (a launch
-    that ran nothing, e.g. a scatter of padding tokens only, reports none)."""
-    def total(field):
-        values = [getattr(r, field, None) if field != "kernel_us" else r.extra.get(field) for r in reports]
-        values = [value for value in values if value is not None]
-        return sum(values) if values else None
-
-    return LaunchReport(backend=reports[0].backend, wall_s=total("wall_s") or 0.0,
-                        outputs_valid=all(r.outputs_valid for r in reports), simulated_us=total("simulated_us"),
-                        tasks=total("tasks"), cores=max((r.cores or 0 for r in reports), default=None) or None,
-                        extra={"launches": len(reports), "kernel_us": total("kernel_us")})
+    return q, host.launches_in_sequence(reports)
 
 
 @torch.library.custom_op("ptogym::qwen3_pre_attn", mutates_args=("residual", "k_cache", "v_cache"))

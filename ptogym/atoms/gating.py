@@ -1,0 +1,54 @@
+"""AT-15 expert gating on tiles: router logits -> (top-k weights, top-k expert ids).
+
+    scores  = softmax(logits) | sigmoid(logits)                    fp32
+    choice  = scores + correction_bias                             (selection only)
+    groups  : each of G groups scored by the sum of its two largest choice scores;
+              the topk_groups best groups stay, the others' experts drop out
+    ids     = top-k of choice (descending; ties as the backend's topk breaks them)
+    weights = scores[ids] (unbiased), / their sum when renormalising, * scaling
+
+Softmax is exp(x - rowmax) / rowsum.  A dropped group's experts are pushed to
+``-DROPPED_GROUP_PENALTY`` (Hugging Face fills -inf): the kept experts' choice scores
+are unchanged bit for bit, so the selection among them is the same.
+"""
+DROPPED_GROUP_PENALTY = 1e30
+RENORM_EPS = 1e-20  # DeepSeek-V3's denominator guard; below one fp32 ulp of any sum of scores >= 1e-12
+
+
+def router_scores(pypto, logits_fp32, scoring):
+    """[rows, E] fp32 -> [rows, E] fp32 probabilities (softmax) or sigmoids."""
+    if scoring == "sigmoid":
+        return pypto.sigmoid(logits_fp32)
+    shifted = pypto.exp(pypto.sub(logits_fp32, pypto.amax(logits_fp32, -1, keepdim=True)))
+    return pypto.div(shifted, pypto.sum(shifted, -1, keepdim=True))
+
+
+def group_scores(pypto, choice, num_groups):
+    """[rows, E] -> [rows, G]: per group of E / G consecutive experts, the sum of its two largest."""
+    rows, experts = choice.shape
+    grouped = pypto.reshape(choice, [rows, num_groups, experts // num_groups])
+    top_two, _ = pypto.topk(grouped, 2, -1, True)
+    return pypto.sum(top_two, -1)
+
+
+def drop_groups(pypto, choice, scores_of_groups, topk_groups):
+    """choice [rows, E] with the experts of all but the ``topk_groups`` best groups pushed
+    to -DROPPED_GROUP_PENALTY (a kept expert's score + 0 is itself)."""
+    rows, experts = choice.shape
+    num_groups = scores_of_groups.shape[-1]
+    _, kept = pypto.topk(scores_of_groups, topk_groups, -1, True)
+    keep = pypto.scatter_(pypto.full([rows, num_groups], 0.0, pypto.DT_FP32), 1, kept, 1.0)
+    penalty = pypto.mul(pypto.sub(keep, 1.0), DROPPED_GROUP_PENALTY)  # 0 kept, -1e30 dropped
+    grouped = pypto.reshape(choice, [rows, num_groups, experts // num_groups])
+    masked = pypto.add(grouped, pypto.unsqueeze(penalty, -1))
+    return pypto.reshape(masked, [rows, experts])
+
+
+def topk_weights(pypto, scores, ids, renormalize, scaling):
+    """scores [rows, E] fp32 gathered at ids [rows, k], renormalised and scaled."""
+    weights = pypto.gather(scores, 1, ids)
+    if renormalize:
+        weights = pypto.div(weights, pypto.add(pypto.sum(weights, -1, keepdim=True), RENORM_EPS))
+    if scaling != 1.0:
+        weights = pypto.mul(weights, scaling)
+    return weights

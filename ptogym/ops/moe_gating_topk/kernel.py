@@ -1,0 +1,59 @@
+"""MoE expert gating (AT-15, skeleton SK-12: one vector stage) as a PyPTO kernel.
+
+Per block of token rows (``loop_unroll`` over the dynamic token axis): cast the
+router logits to fp32, score them (softmax or sigmoid), add the correction bias for
+the choice, drop all but the best groups, take the top k, gather the unbiased
+scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hold
+whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
+"""
+from ptogym.atoms.gating import drop_groups, group_scores, router_scores, topk_weights
+
+UNROLL = (128, 32, 8, 1)  # rows per block
+TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
+SCORINGS = ("softmax", "sigmoid")
+
+#: Build kwargs of other configurations, simulated side by side by the benchmarks.
+VARIANTS = {
+    # upstream's GLM-4.5 select_experts: one token per loop iteration
+    "upstream": {"unroll": (1,), "tile_rows": 1},
+}
+
+
+def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softmax", num_groups: int = 1,
+          topk_groups: int = 1, has_bias: bool = False, renormalize: bool = True, scaling: float = 1.0,
+          unroll=UNROLL, tile_rows=TILE_ROWS):
+    """Kernel(logits, bias, weights, ids): logits [rows, experts] of ``dtype``; bias
+    [1, experts] fp32 (read when has_bias); weights [rows, top_k] fp32 and ids
+    [rows, top_k] int32 written."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring: {scoring!r} is not one of {SCORINGS}")
+    dt = getattr(pypto, dtype)
+    sizes = sorted(set(unroll) | {1}, reverse=True)
+    group_size = experts // num_groups
+
+    def gate_block(logits, bias, weights_out, ids_out, row, size):
+        rows = min(size, tile_rows)
+        pypto.set_vec_tile_shapes(rows, experts)
+        tile = pypto.view(logits, [size, experts], [row, 0])
+        scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)
+        choice = pypto.add(scores, bias) if has_bias else scores
+        if num_groups > 1:
+            pypto.set_vec_tile_shapes(rows, num_groups, group_size)
+            choice = drop_groups(pypto, choice, group_scores(pypto, choice, num_groups), topk_groups)
+            pypto.set_vec_tile_shapes(rows, experts)
+        _, ids = pypto.topk(choice, top_k, -1, True)
+        pypto.assemble(topk_weights(pypto, scores, ids, renormalize, scaling), [row, 0], weights_out)
+        pypto.assemble(ids, [row, 0], ids_out)
+
+    @pypto.frontend.jit()
+    def moe_gating_topk_kernel(
+        logits: pypto.Tensor([pypto.DYNAMIC, experts], dt),
+        bias: pypto.Tensor([1, experts], pypto.DT_FP32),
+        weights_out: pypto.Tensor([pypto.DYNAMIC, top_k], pypto.DT_FP32),
+        ids_out: pypto.Tensor([pypto.DYNAMIC, top_k], pypto.DT_INT32),
+    ):
+        for row, size in pypto.loop_unroll(0, logits.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
+                                           unroll_list=sizes):
+            gate_block(logits, bias, weights_out, ids_out, row, size)
+
+    return moe_gating_topk_kernel

@@ -1,0 +1,147 @@
+"""MoE expert gating (AT-15, SK-12): the kernel against Hugging Face's Qwen3-MoE and
+DeepSeek-V3 routers, an fp64 reference, ties, top_k = E, T = 1; torch.library
+integration and input validation."""
+import pytest
+import torch
+
+from hf_models import deepseek_v3_moe, qwen3_moe_block
+from ptogym.ops.moe_gating_topk.golden import moe_gating_topk_golden
+from ptogym.ops.moe_gating_topk.op import moe_gating_topk
+
+FP32_WEIGHTS = {"rtol": 1e-5, "atol": 1e-7}  # fp32 exp/sum/div in another order: a few ulps
+
+
+def assert_same_selection(ids, weights, ref_ids, ref_weights, choice, weight_bounds):
+    """Per token the same set of experts, compared as sets (an unsorted reference's order
+    is not defined), weights matched expert by expert.  A token may differ only at a
+    tie: the experts that differ must have choice scores equal to the k-th one (within
+    fp32 rounding); returns the number of such tokens."""
+    ties = 0
+    order, ref_order = ids.long().sort(-1), ref_ids.long().sort(-1)
+    for t in range(ids.shape[0]):
+        mine, theirs = set(ids[t].tolist()), set(ref_ids[t].tolist())
+        if mine != theirs:
+            kth = choice[t].topk(ids.shape[1]).values[-1]
+            assert all(torch.isclose(choice[t, e], kth, rtol=1e-6, atol=0) for e in mine ^ theirs), (t, mine, theirs)
+            ties += 1
+    same = (order.values == ref_order.values).all(-1)
+    torch.testing.assert_close(weights.gather(1, order.indices)[same], ref_weights.float().gather(1, ref_order.indices)[same],
+                               **weight_bounds)
+    return ties
+
+
+def _logits(t, e, dtype=torch.float32, seed=0, scale=1.0):
+    return (torch.randn(t, e, generator=torch.Generator().manual_seed(seed)) * scale).to(dtype)
+
+
+@pytest.mark.parametrize("norm_topk_prob", [True, False])
+@pytest.mark.parametrize("t, experts, top_k", [(1, 16, 4), (29, 64, 8), (64, 128, 8), (7, 4, 2), (5, 60, 4)])
+def test_matches_hf_qwen3_moe_router(t, experts, top_k, norm_topk_prob):
+    """Qwen3MoeTopKRouter (bf16 module): softmax in fp32, top-k, optional renormalisation;
+    its weights come back rounded to bf16, so they match ours within half a bf16 ulp."""
+    block = qwen3_moe_block(64, 32, experts, top_k, norm_topk_prob, seed=t)
+    with torch.no_grad():
+        block.gate.weight.mul_(50 * 64 ** -0.5)  # logits ~ N(0, 1), a trained router's spread
+        x = torch.randn(t, 64, generator=torch.Generator().manual_seed(t)).bfloat16()
+        logits, ref_weights, ref_ids = block.gate(x)
+    weights, ids = moe_gating_topk(logits, top_k=top_k, renormalize=norm_topk_prob)
+    assert weights.dtype == torch.float32 and ids.dtype == torch.int32 and ids.shape == (t, top_k)
+    assert torch.equal(ids, ref_ids.int())  # same order too: both sorted by descending probability
+    torch.testing.assert_close(weights.bfloat16(), ref_weights, rtol=2**-8, atol=0)
+
+
+@pytest.mark.parametrize("t, experts, groups, topk_groups, top_k, norm", [
+    (1, 64, 8, 4, 8, True), (33, 32, 4, 2, 4, True), (16, 256, 8, 4, 8, True), (7, 48, 1, 1, 6, False)])
+def test_matches_hf_deepseek_v3_router(t, experts, groups, topk_groups, top_k, norm):
+    """DeepseekV3TopkRouter (fp32, as the model keeps it): sigmoid, correction bias,
+    group scores from the top-2 of each group, -inf for dropped groups, weights from the
+    unbiased scores, renormalised (+1e-20) and scaled by routed_scaling_factor."""
+    moe = deepseek_v3_moe(64, 32, experts, top_k, groups, topk_groups, 2.5, norm, seed=t)
+    gate = moe.gate
+    with torch.no_grad():
+        gate.weight.mul_(50 * 64 ** -0.5)
+        x = torch.randn(t, 64, generator=torch.Generator().manual_seed(t))
+        logits, ref_weights, ref_ids = gate(x)
+    bias = gate.e_score_correction_bias
+    weights, ids = moe_gating_topk(logits, top_k=top_k, scoring="sigmoid", num_groups=groups,
+                                   topk_groups=topk_groups, correction_bias=bias, renormalize=norm,
+                                   routed_scaling_factor=2.5)
+    choice = logits.sigmoid() + bias
+    assert assert_same_selection(ids, weights, ref_ids, ref_weights, choice, FP32_WEIGHTS) == 0
+    # ours are sorted by descending choice score
+    assert (choice.gather(1, ids.long()).diff(dim=-1) <= 0).all()
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"top_k": 8}, {"top_k": 3, "renormalize": False},
+    {"top_k": 8, "scoring": "sigmoid", "num_groups": 8, "topk_groups": 3, "routed_scaling_factor": 2.5},
+    {"top_k": 5, "scoring": "softmax", "num_groups": 4, "topk_groups": 2}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_matches_fp64_reference(kwargs, dtype):
+    logits = _logits(50, 64, dtype, seed=5)
+    bias = torch.randn(64, generator=torch.Generator().manual_seed(6)) * 0.1 if "num_groups" in kwargs else None
+    weights, ids = moe_gating_topk(logits, correction_bias=bias, **kwargs)
+    ref_weights, ref_ids = moe_gating_topk_golden(logits, correction_bias=bias, compute_dtype=torch.float64, **kwargs)
+    assert torch.equal(ids, ref_ids)
+    torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
+
+
+def test_ties_are_broken_as_torch_topk_breaks_them():
+    """Equal logits give bit-identical scores in kernel and golden; the selection is then
+    torch.topk's (on CPU not by expert index), group scores tied as well."""
+    logits = torch.zeros(3, 64)
+    logits[1, 10:20] = 1.0  # ten tied leaders for eight places
+    for kwargs in ({"top_k": 8}, {"top_k": 8, "scoring": "sigmoid", "num_groups": 8, "topk_groups": 4}):
+        weights, ids = moe_gating_topk(logits, **kwargs)
+        ref_weights, ref_ids = moe_gating_topk_golden(logits, **kwargs)
+        assert torch.equal(ids, ref_ids) and torch.equal(weights, ref_weights)
+        assert set(ids[1].tolist()) <= set(range(10, 20)) or kwargs.get("num_groups")
+
+
+def test_top_k_equal_to_e_and_one_token():
+    logits = _logits(1, 16, seed=2)
+    weights, ids = moe_gating_topk(logits, top_k=16)
+    assert sorted(ids[0].tolist()) == list(range(16))
+    torch.testing.assert_close(weights.sum(), torch.tensor(1.0))
+    weights, ids = moe_gating_topk(logits, top_k=16, scoring="sigmoid", renormalize=False)
+    torch.testing.assert_close(weights.sort(-1).values, logits.sigmoid().sort(-1).values, **FP32_WEIGHTS)
+
+
+def test_zero_tokens():
+    weights, ids = moe_gating_topk(torch.empty(0, 64), top_k=4)
+    assert weights.shape == (0, 4) and ids.shape == (0, 4)
+
+
+def test_opcheck_and_compile():
+    logits = _logits(4, 32)
+    bias = torch.randn(32) * 0.1
+    torch.library.opcheck(torch.ops.ptogym.moe_gating_topk.default, (logits, 4, "sigmoid", 4, 2, bias, True, 2.5))
+    torch.library.opcheck(torch.ops.ptogym.moe_gating_topk.default, (logits, 4, "softmax", 1, 1, None, False, 1.0))
+    torch._dynamo.reset()
+    got = torch.compile(lambda a: moe_gating_topk(a, top_k=4)[0] * 2, fullgraph=True)(logits)
+    assert torch.equal(got, moe_gating_topk(logits, top_k=4)[0] * 2)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"router_logits": torch.zeros(4, 32, dtype=torch.int32), "top_k": 2}, TypeError, "router_logits: dtype"),
+    ({"router_logits": torch.zeros(4, 2, 16), "top_k": 2}, ValueError, r"router_logits: needs shape \[T, E\]"),
+    ({"router_logits": torch.zeros(4, 0), "top_k": 2}, ValueError, r"router_logits: E = 0 experts must be in \[1, 4096\]"),
+    ({"top_k": 0}, ValueError, r"top_k: 0 must be an int in \[1, 32\]"),
+    ({"top_k": 33}, ValueError, "top_k: 33"),
+    ({"top_k": 2.0}, ValueError, "top_k: 2.0"),
+    ({"top_k": 2, "scoring": "relu"}, ValueError, "scoring: 'relu' is not one of"),
+    ({"top_k": 2, "num_groups": 3}, ValueError, "num_groups: 3 must be an int >= 1 dividing E = 32"),
+    ({"top_k": 2, "num_groups": 32}, ValueError, "num_groups: 32 groups of 1 expert"),
+    ({"top_k": 2, "num_groups": 4, "topk_groups": 5}, ValueError, r"topk_groups: 5 must be an int in \[1, num_groups = 4\]"),
+    ({"top_k": 9, "num_groups": 4, "topk_groups": 1}, ValueError, r"top_k: 9 must be an int in \[1, 8\]"),
+    ({"top_k": 2, "correction_bias": torch.zeros(16)}, ValueError, r"correction_bias: shape \[16\] must be \[E\]"),
+    ({"top_k": 2, "correction_bias": torch.zeros(32, dtype=torch.int64)}, TypeError, "correction_bias: dtype"),
+    ({"top_k": 2, "renormalize": 1}, TypeError, "renormalize: must be a bool"),
+    ({"top_k": 2, "routed_scaling_factor": float("nan")}, ValueError, "routed_scaling_factor: must be a finite"),
+    ({"top_k": 2, "routed_scaling_factor": 0}, ValueError, "routed_scaling_factor"),
+    ({"router_logits": torch.zeros(32, 4).t(), "top_k": 2}, ValueError, "router_logits: must be contiguous"),
+])
+def test_bad_input_is_rejected(kwargs, error, message):
+    kwargs = {"router_logits": torch.zeros(4, 32), **kwargs}
+    with pytest.raises(error, match=message):
+        moe_gating_topk(kwargs.pop("router_logits"), **kwargs)
