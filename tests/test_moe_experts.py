@@ -75,7 +75,7 @@ def test_matches_hf_deepseek_v3_moe(t, hidden, inter, experts, top_k, groups, to
         expected = moe(x.view(1, t, hidden)).view(t, hidden)
         expected_routed = moe.experts(x, *reversed(moe.gate(x)[1:]))
     gate = moe.gate
-    weights, ids = moe_gating_topk(x.float() @ torch.transpose(gate.weight, 0, 1), top_k=top_k, scoring="sigmoid",
+    weights, ids = moe_gating_topk((x.float() @ torch.transpose(gate.weight, 0, 1)).detach(), top_k=top_k, scoring="sigmoid",
                                    num_groups=groups, topk_groups=topk_groups,
                                    correction_bias=gate.e_score_correction_bias, renormalize=True,
                                    routed_scaling_factor=2.5)

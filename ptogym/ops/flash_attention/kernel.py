@@ -24,6 +24,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
                                     start_state)
+from ptogym.atoms.signature import optional_input
 
 Q_BLOCK = 128
 KV_BLOCK = 128
@@ -141,11 +142,17 @@ def fold_block(pypto, q_tile, k_tile, v_tile, scale, state, p_dtype, vec_rows: i
     return acc, row_sum, row_max
 
 
+def reads_mask(q_len: int, heads: int, kv_heads: int, causal: bool) -> bool:
+    """Whether the kernel reads the diagonal block's mask: causal, unless Sq = 1 with a
+    query group, whose one row sees every key (``grouped_token``)."""
+    return causal and not (q_len == 1 and heads // kv_heads > 1)
+
+
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
           fixed_tiles=None, merge_vector_chain: bool = False, pass_options=(), unrolled: bool = False):
-    """The jit kernel: kernel(q, k, v, mask, out, lse, scale); mask [q_block, q_block] fp32 is the
-    diagonal block's bias (read only when causal).  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
+    """The jit kernel: kernel(q, k, v, out, lse, mask, scale); mask [q_block, q_block] fp32 is the
+    diagonal block's bias, a tensor only where the kernel reads it (``reads_mask``), else None.  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
     ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit; ``unrolled`` walks
     the q and key blocks of a head in Python (static views, state as values, no workspace)."""
@@ -261,9 +268,9 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
         v: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),
-        mask: pypto.Tensor([q_block, q_block], fp32),
         out: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         lse: pypto.Tensor([batch * heads * q_len, 1], fp32),
+        mask: optional_input(pypto, reads_mask(q_len, heads, kv_heads, causal), [q_block, q_block], fp32),
         scale: float,
     ):
         pypto.set_vec_tile_shapes(vec_rows, head_dim)

@@ -91,9 +91,13 @@ def launch(q, k, v, causal=False, scale=None, backend=None, variant=None
               "head_dim": head_dim, "dtype": host.HALF_DTYPES[q.dtype], "causal": causal,
               **kernel.schedule(q_len, kv_len, causal), **kernel.VARIANTS.get(variant, {})}
     flat = [t.contiguous().view(t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]) for t in (q, k, v)]
-    mask = causal_bias(static.get("q_block", kernel.Q_BLOCK), q.device)  # the signature is fixed; read when causal
-    report = host.launch(kernel.build, static, [*flat, mask, out.view(batch * q_len, heads * head_dim), lse.view(-1, 1)],
-                         {"scale": default_scale(head_dim, scale)}, backend, batch * q_len * heads)
+    tensors, scalars = [*flat, out.view(batch * q_len, heads * head_dim), lse.view(-1, 1)], {}
+    if kernel.reads_mask(q_len, heads, kv_heads, causal):  # else the kernel takes None for it
+        tensors.append(causal_bias(static.get("q_block", kernel.Q_BLOCK), q.device))
+    else:
+        scalars["mask"] = None
+    scalars["scale"] = default_scale(head_dim, scale)
+    report = host.launch(kernel.build, static, tensors, scalars, backend, batch * q_len * heads)
     return out, lse, report
 
 

@@ -93,7 +93,7 @@ def id_violations(topk_ids, experts: int) -> list[str]:
 
 def validate(x, topk_weights, topk_ids, w_gate, w_up, w_down) -> None:
     """Raise TypeError/ValueError naming the argument and the rule."""
-    host.check_tensors("x", x=x, topk_weights=topk_weights, topk_ids=topk_ids, w_gate=w_gate, w_up=w_up,
+    host.check_tensors("moe_experts", "x", x=x, topk_weights=topk_weights, topk_ids=topk_ids, w_gate=w_gate, w_up=w_up,
                        w_down=w_down)
     host.raise_first(rule_violations(x, topk_weights, topk_ids, w_gate, w_up, w_down))
     host.raise_first([(ValueError, m) for m in id_violations(topk_ids, w_gate.shape[0])])

@@ -7,6 +7,7 @@ scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hol
 whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
 """
 from ptogym.atoms.gating import drop_groups, group_scores, router_scores, topk_weights
+from ptogym.atoms.signature import optional_input
 
 UNROLL = (128, 32, 8, 1)  # rows per block
 TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
@@ -22,9 +23,9 @@ VARIANTS = {
 def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softmax", num_groups: int = 1,
           topk_groups: int = 1, has_bias: bool = False, renormalize: bool = True, scaling: float = 1.0,
           unroll=UNROLL, tile_rows=TILE_ROWS):
-    """Kernel(logits, bias, weights, ids): logits [rows, experts] of ``dtype``; bias
-    [1, experts] fp32 (read when has_bias); weights [rows, top_k] fp32 and ids
-    [rows, top_k] int32 written."""
+    """Kernel(logits, weights, ids, bias): logits [rows, experts] of ``dtype``; weights
+    [rows, top_k] fp32 and ids [rows, top_k] int32 written; bias [1, experts] fp32 when
+    has_bias (the only case that reads it), else None."""
     if scoring not in SCORINGS:
         raise ValueError(f"scoring: {scoring!r} is not one of {SCORINGS}")
     dt = getattr(pypto, dtype)
@@ -48,9 +49,9 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
     @pypto.frontend.jit()
     def moe_gating_topk_kernel(
         logits: pypto.Tensor([pypto.DYNAMIC, experts], dt),
-        bias: pypto.Tensor([1, experts], pypto.DT_FP32),
         weights_out: pypto.Tensor([pypto.DYNAMIC, top_k], pypto.DT_FP32),
         ids_out: pypto.Tensor([pypto.DYNAMIC, top_k], pypto.DT_INT32),
+        bias: optional_input(pypto, has_bias, [1, experts], pypto.DT_FP32),
     ):
         for row, size in pypto.loop_unroll(0, logits.shape[0], 1, name="LOOP_TOKENS", idx_name="row",
                                            unroll_list=sizes):

@@ -93,7 +93,7 @@ def rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, corr
 def validate(router_logits, top_k, scoring, num_groups, topk_groups, correction_bias, renormalize,
              routed_scaling_factor) -> None:
     """Raise TypeError/ValueError naming the argument and the rule."""
-    host.check_tensors("router_logits", router_logits=router_logits, correction_bias=correction_bias)
+    host.check_tensors("moe_gating_topk", "router_logits", router_logits=router_logits, correction_bias=correction_bias)
     host.raise_first(rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, correction_bias,
                                      renormalize, routed_scaling_factor))
 
@@ -107,12 +107,15 @@ def launch(router_logits, top_k, scoring="softmax", num_groups=1, topk_groups=1,
     device = router_logits.device
     weights = torch.empty(tokens, top_k, dtype=torch.float32, device=device)
     ids = torch.empty(tokens, top_k, dtype=torch.int32, device=device)
-    bias = (correction_bias.to(torch.float32).view(1, experts) if correction_bias is not None
-            else torch.zeros(1, experts, dtype=torch.float32, device=device))
     static = {"experts": experts, "top_k": top_k, "dtype": LOGIT_DTYPES[router_logits.dtype], "scoring": scoring,
               "num_groups": num_groups, "topk_groups": topk_groups, "has_bias": correction_bias is not None,
               "renormalize": renormalize, "scaling": float(routed_scaling_factor), **kernel.VARIANTS.get(variant, {})}
-    report = host.launch(kernel.build, static, [router_logits, bias, weights, ids], {}, backend, tokens)
+    tensors, scalars = [router_logits, weights, ids], {}
+    if correction_bias is not None:  # the only case that reads it: the kernel takes None otherwise
+        tensors.append(correction_bias.to(torch.float32).view(1, experts))
+    else:
+        scalars["bias"] = None
+    report = host.launch(kernel.build, static, tensors, scalars, backend, tokens)
     return (weights, ids), report
 
 

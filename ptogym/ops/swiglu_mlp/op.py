@@ -47,7 +47,7 @@ def rule_violations(x, w_gate, w_up, w_down) -> list:
 
 def validate(x, w_gate, w_up, w_down) -> None:
     """Raise TypeError/ValueError naming the argument and the rule."""
-    host.check_tensors("x", x=x, w_gate=w_gate, w_up=w_up, w_down=w_down)
+    host.check_tensors("swiglu_mlp", "x", x=x, w_gate=w_gate, w_up=w_up, w_down=w_down)
     host.raise_first(rule_violations(x, w_gate, w_up, w_down))
 
 
