@@ -8,6 +8,7 @@ pypto itself is never imported at module level: the backend must be the first to
 import it so that its output/log directories are redirected.  No ``from __future__
 import annotations`` here: real pypto reads the kernels' annotation objects.
 """
+import contextlib
 import importlib.util
 import json
 import os
@@ -231,6 +232,69 @@ def test_interrupt_during_a_pypto_sim_run_stops_within_2_s_and_removes_its_run_d
     assert list((cache / "pypto-runs").iterdir()) == []
 
 
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for a parent that does not reap counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@needs_pypto
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_worker_dies_with_its_parent_killed_with_sigkill(tmp_path):
+    """kill -9 of the process that started the worker (no handler runs there) takes the
+    worker down at once, in the middle of a launch, instead of letting it finish."""
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_backend_pypto_sim import build_stalled, HIDDEN
+        from ptogym.backends import _pypto_worker as worker
+        from ptogym.backends.pypto_sim import Backend
+        worker._workers["pypto-sim"] = started = worker._Worker("pypto-sim")
+        print(started.process.pid, flush=True)
+        x = torch.zeros(8, HIDDEN)
+        Backend().launch(build_stalled, {{"hidden": HIDDEN}}, [x, x.clone()])
+    """)
+    env = {**os.environ, "PTOGYM_CACHE_DIR": str(tmp_path), "PTOGYM_SIM_STALL_S": "0",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        time.sleep(5)  # the worker is in the launch (importing pypto, then asleep in the builder)
+        assert _alive(child)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 2
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the worker outlived its parent"
+        assert "Traceback" not in parent.stderr.read()
+    finally:
+        parent.kill()
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+@needs_pypto
+def test_a_long_launch_prints_progress_lines_with_phase_elapsed_and_memory(sim, monkeypatch, capfd):
+    monkeypatch.setenv("PTOGYM_PROGRESS_S", "0.5")
+    monkeypatch.setenv("PTOGYM_SIM_STALL_S", "4")
+    x, _, out = add_inputs()
+    with pytest.raises(rt.PyptoRunError, match="made no progress"):
+        sim.launch(build_stalled, {"hidden": HIDDEN}, [x, out])
+    lines = capfd.readouterr().err.splitlines()
+    progress = [line for line in lines if line.startswith("[pypto-sim test_backend_pypto_sim] ")]
+    assert len(progress) >= 4, lines
+    assert re.fullmatch(r"\[pypto-sim test_backend_pypto_sim\] building the kernel: \d+ s, \d+\.\d\d GB resident",
+                        progress[-1]), progress
+    monkeypatch.setenv("PTOGYM_PROGRESS_S", "0")
+    x, y, out = add_inputs()
+    sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
+    assert capfd.readouterr().err == ""
+
+
 @needs_pypto
 def test_keep_artifacts_and_platform_model_match_the_cost_model(sim, monkeypatch):
     monkeypatch.setattr(sim, "keep_artifacts", True)
@@ -400,7 +464,7 @@ def test_run_cli_keep_artifacts_prints_where(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "[PRECISION_PASS]"
-    assert re.search(r"^level0 .* PASS .* sim [0-9.]+ us$", proc.stdout, flags=re.M), proc.stdout  # measured
+    assert re.search(r"^level0 .* PASS .* sim [0-9.]+ us \(reduced build\)$", proc.stdout, flags=re.M), proc.stdout  # measured
     kept = re.search(r"artifacts kept in (\S+)", proc.stdout)
     assert kept, proc.stdout
     folder = Path(kept.group(1))
