@@ -62,6 +62,7 @@ ENV_CACHE = "PTOGYM_CACHE_DIR"
 ENV_KEEP = "PTOGYM_KEEP_ARTIFACTS"
 ENV_VERBOSE = "PTOGYM_VERBOSE"
 ENV_FULL_BUILD = "PTOGYM_FULL_BUILD"
+ENV_NO_CACHE = "PTOGYM_NO_CACHE"
 
 
 # --------------------------------------------------------------------------- paths
@@ -679,12 +680,14 @@ class RealPyptoBackend(BackendBase):
     run_mode = 1  # pypto.RunMode.SIM
     isolated = False
     reduces_builds = False  # whether a call compiles only the loops it runs (unless full_build)
+    caches_results = False  # whether cost-only launches are answered from the simulation cache
 
     def __init__(self):
         super().__init__()
         self.keep_artifacts = env_flag(ENV_KEEP)
         self.verbose = env_flag(ENV_VERBOSE)
         self.full_build = env_flag(ENV_FULL_BUILD)
+        self.no_cache = env_flag(ENV_NO_CACHE)
         self._pending: dict[str, Any] = {}
 
     def report_phase(self, phase: str) -> None:
@@ -714,6 +717,16 @@ class RealPyptoBackend(BackendBase):
             return _InWorker(builder, static)
         return super().compile(builder, **static)
 
+    def _cache_entry(self, kernel: _InWorker, tensors, scalars, computes: bool):
+        """The cache entry of a cost-only launch (None when it computes numbers, keeps
+        artifacts, or the cache is off): the cost model reads no values, only shapes."""
+        if computes or self.no_cache or self.keep_artifacts or not self.caches_results:
+            return None
+        from ._sim_cache import Entry
+
+        return Entry(cache_root() / "sim-results", self.name, self.build_kind, kernel.builder, kernel.static,
+                     tensors, scalars)
+
     # hooks -----------------------------------------------------------------
     def _computes_outputs(self, tensors) -> bool:
         """Whether a launch on *tensors* computes their values (else only shapes matter)."""
@@ -730,8 +743,17 @@ class RealPyptoBackend(BackendBase):
         if isinstance(kernel, _InWorker):
             from ._pypto_worker import launch_in_worker
 
-            fields = launch_in_worker(self, kernel.builder, kernel.static, tensors, scalars,
-                                      self._computes_outputs(tensors))
+            computes = self._computes_outputs(tensors)
+            entry = self._cache_entry(kernel, tensors, scalars, computes)
+            fields = entry.load() if entry else None
+            if fields is not None:
+                fields["extra"]["cache"] = "hit"
+            else:
+                fields = launch_in_worker(self, kernel.builder, kernel.static, tensors, scalars, computes)
+                if entry:
+                    entry.store({**fields, "extra": {k: v for k, v in fields["extra"].items()
+                                                     if k != "worker_peak_rss_bytes"}})
+                fields["extra"]["cache"] = "miss" if entry else "off"
             self._pending = {**fields["extra"], **{key: fields[key] for key in (
                 "outputs_valid", "simulated_us", "tasks", "cores", "artifacts")}}
             return

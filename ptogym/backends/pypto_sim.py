@@ -55,6 +55,7 @@ class Backend(rt.RealPyptoBackend):
     run_mode = 1  # pypto.RunMode.SIM
     isolated = True  # launches run in a child process: Ctrl-C stops a compile at once
     reduces_builds = True  # the cost model simulates what the call runs; --full-build compiles every branch
+    caches_results = True  # cost-only results are cached (_sim_cache); --no-cache bypasses
 
     def __init__(self):
         super().__init__()
