@@ -23,6 +23,12 @@ def digest(tensor) -> str:
     return hashlib.sha256(f"{tensor.dtype}{list(tensor.shape)}".encode() + raw).hexdigest()[:32]
 
 
+def report_figures(report) -> dict:
+    """The compared figures of a ``LaunchReport``."""
+    return {"simulated_us": report.simulated_us, "kernel_us": report.extra.get("kernel_us"),
+            "tasks": report.tasks, "cores": report.cores}
+
+
 def case_figures(spec, case, backend, *, full_build: bool) -> dict:
     """Simulate ``case`` with the full or the reduced build (cache bypassed); outputs'
     digests when the call was small enough for pypto's interpreter, else cost only."""
@@ -42,8 +48,7 @@ def case_figures(spec, case, backend, *, full_build: bool) -> dict:
                 outputs, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, backend)
     finally:
         backend.full_build, backend.no_cache = saved
-    figures = {"simulated_us": report.simulated_us, "kernel_us": report.extra.get("kernel_us"),
-               "tasks": report.tasks, "cores": report.cores, "build": report.extra.get("build"),
+    figures = {**report_figures(report), "build": report.extra.get("build"),
                "wall_s": round(time.perf_counter() - start, 1)}
     if report.outputs_valid:
         figures["outputs"] = {name: digest(tensor) for name, tensor in sorted(outputs.items())}
