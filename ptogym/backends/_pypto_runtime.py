@@ -768,21 +768,29 @@ class RealPyptoBackend(BackendBase):
         capture = Capture(log, enabled=not self.verbose)
         start = time.perf_counter()
         build = self.build_kind
-        try:
-            with self._prepare(pypto, kernel, tensors) as extra:
-                report.update(extra or {})
-                with capture, reported_phases(kernel, self.report_phase), contextlib.ExitStack() as stack:
-                    skipped = stack.enter_context(call_loops_only(pypto, kernel, tensors)) if build == "reduced" else []
-                    kernel(*tensors, **scalars)
-        except Exception as exc:
-            recover(pypto)
-            tail = capture.tail() if not self.verbose else "(verbose: see the console)"
-            shutil.rmtree(call_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                log.unlink()
-            raise PyptoRunError(
-                f"{self.name}: kernel {getattr(kernel, '__name__', kernel)!r} failed: "
-                f"{type(exc).__name__}: {exc}\n--- pypto log (tail) ---\n{tail}") from exc
+        while True:
+            try:
+                with self._prepare(pypto, kernel, tensors) as extra:
+                    report.update(extra or {})
+                    with capture, reported_phases(kernel, self.report_phase), contextlib.ExitStack() as stack:
+                        skipped = (stack.enter_context(call_loops_only(pypto, kernel, tensors))
+                                   if build == "reduced" else [])
+                        kernel(*tensors, **scalars)
+                break
+            except Exception as exc:
+                recover(pypto)
+                if build == "reduced" and not report.get("outputs_valid"):  # nothing written: build it all
+                    report["reduced_build_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                    build = "full"
+                    continue
+                tail = capture.tail() if not self.verbose else "(verbose: see the console)"
+                shutil.rmtree(call_dir, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    log.unlink()
+                hint = " (a reduced build: --full-build compiles every loop)" if build == "reduced" else ""
+                raise PyptoRunError(
+                    f"{self.name}: kernel {getattr(kernel, '__name__', kernel)!r} failed{hint}: "
+                    f"{type(exc).__name__}: {exc}\n--- pypto log (tail) ---\n{tail}") from exc
         report["call_s"] = time.perf_counter() - start
         report["build"], report["loops_skipped"] = build, len(skipped)
         try:
