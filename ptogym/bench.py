@@ -13,6 +13,7 @@ side with the default.
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import sys
 import time
@@ -56,7 +57,16 @@ def bench_case(spec, case, *, repeat: int = 3, simulate: bool = True) -> dict:
             row["sim_refused"] = str(refusal)
         finally:  # pypto keeps every compiled kernel's memory: a fresh worker for each case
             stop_workers()
+    row["memory"] = _memory(row)
     return row
+
+
+def _memory(row: dict) -> dict:
+    """Peak resident bytes so far of this process and of the case's pypto worker (its g++
+    included); the worker's is None when nothing ran there."""
+    worker = [sim["worker_peak_rss_bytes"] for sim in row.get("sim", {}).values() if sim.get("worker_peak_rss_bytes")]
+    return {"bench_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+            "worker_peak_rss_bytes": max(worker, default=None)}
 
 
 def _simulate(spec, case, inputs) -> dict:
@@ -76,7 +86,8 @@ def _simulate(spec, case, inputs) -> dict:
             "simulated_us": us, "effective_gbps": gbps, "ceiling_gbps": ceiling_gbps,
             "percent_of_ceiling": 100 * gbps / ceiling_gbps if gbps else None,
             "ceiling_us": hbm_bytes / (ceiling_gbps * 1e9) * 1e6, "tasks": report.tasks, "cores": report.cores,
-            "artifacts": report.artifacts,
+            "artifacts": report.artifacts, "build": report.extra.get("build"),
+            "cache": report.extra.get("cache"), "worker_peak_rss_bytes": report.extra.get("worker_peak_rss_bytes"),
         }
         summary = spec.extra.get("sim_summary")  # operator-specific figures, e.g. TFLOPS against the cube peak
         if summary and us:
@@ -94,13 +105,23 @@ def _fmt_row(row: dict) -> str:
     for name, sim in row.get("sim", {}).items():
         text += (f"\n{'':31}{name:<10} sim {sim['simulated_us']:8.1f} us  {sim['effective_gbps']:7.1f} GB/s = "
                  f"{sim['percent_of_ceiling']:5.1f}% of {sim['ceiling_gbps']:.0f} GB/s  "
-                 f"tasks {sim['tasks']}  cores {sim['cores']}"
+                 f"tasks {sim['tasks']}  cores {sim['cores']}  ({_provenance(sim)})"
                  + (f"  default is {sim['default_speedup']:.2f}x faster" if name != "default" else "")
                  + (f"\n{'':42}{sim['summary']}" if sim.get("summary") else "")
                  + (f"\n{'':31}artifacts kept in {sim['artifacts']}" if sim["artifacts"] else ""))
     if "sim_refused" in row:
         text += f"\n{'':31}not simulated: {row['sim_refused']}"
+    memory = row["memory"]
+    text += f"\n{'':31}memory: bench {memory['bench_peak_rss_bytes'] / 2**30:.2f} GB peak"
+    if memory["worker_peak_rss_bytes"]:
+        text += f", pypto worker {memory['worker_peak_rss_bytes'] / 2**30:.2f} GB peak"
     return text
+
+
+def _provenance(sim: dict) -> str:
+    """Which build the figures come from and whether they were simulated now or cached."""
+    cached = "cached result" if sim.get("cache") == "hit" else "simulated now"
+    return f"{sim.get('build') or 'full'} build, {cached}"
 
 
 def select(ops, levels=None) -> list[tuple]:

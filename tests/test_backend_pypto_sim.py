@@ -8,6 +8,7 @@ pypto itself is never imported at module level: the backend must be the first to
 import it so that its output/log directories are redirected.  No ``from __future__
 import annotations`` here: real pypto reads the kernels' annotation objects.
 """
+import contextlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,7 @@ import pytest
 import torch
 
 from cli_helpers import assert_stops_on_signal
+from sim_builds import COMPARED, case_figures, digest, load_fixture, report_figures
 from ptogym.backends import BackendUnavailable
 from ptogym.backends import _pypto_runtime as rt
 from ptogym.backends._pypto_worker import stop_workers
@@ -75,6 +77,21 @@ def build_stalled(pypto, *, hidden):
     import time
 
     time.sleep(600)
+
+
+def build_unrolled_exp(pypto, *, hidden):
+    """y = exp(x) walked by loop_unroll over blocks of 8, 4 and 1 rows."""
+
+    @pypto.frontend.jit
+    def unrolled_exp(
+        x: pypto.Tensor([pypto.DYNAMIC, hidden], pypto.DT_FP32),
+        y: pypto.Tensor([pypto.DYNAMIC, hidden], pypto.DT_FP32),
+    ):
+        pypto.set_vec_tile_shapes(8, hidden)
+        for row, size in pypto.loop_unroll(0, x.shape[0], 1, name="ROWS", idx_name="row", unroll_list=[8, 4, 1]):
+            pypto.assemble(pypto.exp(pypto.view(x, [size, hidden], [row, 0])), [row, 0], y)
+
+    return unrolled_exp
 
 
 def add_inputs(rows=32, seed=0):
@@ -171,7 +188,43 @@ def test_stall_watch_stops_an_idle_worker_and_spares_a_busy_one():
     _stall_watch_after([sys.executable, "-c", "while True: pass"])  # a compile keeps a core busy: no stop
 
 
+def test_loop_bounds_are_evaluated_on_the_call_shapes_or_left_alone():
+    shapes = {"x1": (37, 256)}
+    dim = "RUNTIME_GetInputShapeDim(ARG_x1,0)"
+    assert rt.concrete_int(5, shapes) == 5
+    assert rt.concrete_int(f"((({dim}-({dim}*0))/16368)*48)", shapes) == 0
+    assert rt.concrete_int(f"(({dim}-{dim}%4)/2)", shapes) == 18
+    assert rt.concrete_int(f"({dim}-40)", shapes) == -3
+    for unknown in (f"({dim}+loop_idx_0)", "RUNTIME_GetInputShapeDim(ARG_other,0)",
+                    "RUNTIME_GetInputShapeDim(ARG_x1,2)", f"(({dim}-40)/2)", f"({dim}/0)", True):
+        assert rt.concrete_int(unknown, shapes) is None, unknown
+
+
 # ------------------------------------------------------------------ real pypto
+@needs_pypto
+@pytest.mark.parametrize("rows", [5, 13, 1])
+def test_a_reduced_build_simulates_and_computes_what_the_full_build_does(sim, rows):
+    """5 rows run the 4- and 1-row branches (the 8-row loop is left out), 13 all three, 1
+    only the last: cycles, tasks, cores and pypto's computed outputs equal the full build's."""
+    x = torch.randn(rows, HIDDEN, generator=torch.Generator().manual_seed(rows))
+    reports, outputs = {}, {}
+    for full in (True, False):
+        sim.full_build, sim.no_cache = full, True
+        outputs[full] = torch.zeros_like(x)
+        try:
+            reports[full] = sim.launch(build_unrolled_exp, {"hidden": HIDDEN}, [x, outputs[full]])
+        finally:
+            sim.full_build = sim.no_cache = False
+    full, reduced = reports[True], reports[False]
+    assert (full.extra["build"], reduced.extra["build"]) == ("full", "reduced")
+    assert (full.extra["loops_skipped"], reduced.extra["loops_skipped"]) == (0, {5: 1, 13: 0, 1: 2}[rows])
+    assert (reduced.simulated_us, reduced.extra["kernel_us"], reduced.tasks, reduced.cores) == (
+        full.simulated_us, full.extra["kernel_us"], full.tasks, full.cores)
+    assert full.outputs_valid and reduced.outputs_valid
+    assert torch.equal(outputs[True], outputs[False])
+    torch.testing.assert_close(outputs[False], torch.exp(x))
+
+
 @needs_pypto
 def test_simulates_computes_and_is_deterministic(sim, monkeypatch):
     for name in [m for m in sys.modules if m == "pypto" or m.startswith("pypto.")]:
@@ -229,6 +282,69 @@ def test_interrupt_during_a_pypto_sim_run_stops_within_2_s_and_removes_its_run_d
                             "pypto-sim"], env, signal.SIGINT, cwd=tmp_path,
                            ready=lambda: bool(list((cache / "pypto-runs").glob("run-*"))))  # the worker is up
     assert list((cache / "pypto-runs").iterdir()) == []
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie left for a parent that does not reap counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@needs_pypto
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_the_worker_dies_with_its_parent_killed_with_sigkill(tmp_path):
+    """kill -9 of the process that started the worker (no handler runs there) takes the
+    worker down at once, in the middle of a launch, instead of letting it finish."""
+    script = textwrap.dedent(f"""
+        import sys, torch
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_backend_pypto_sim import build_stalled, HIDDEN
+        from ptogym.backends import _pypto_worker as worker
+        from ptogym.backends.pypto_sim import Backend
+        worker._workers["pypto-sim"] = started = worker._Worker("pypto-sim")
+        print(started.process.pid, flush=True)
+        x = torch.zeros(8, HIDDEN)
+        Backend().launch(build_stalled, {{"hidden": HIDDEN}}, [x, x.clone()])
+    """)
+    env = {**os.environ, "PTOGYM_CACHE_DIR": str(tmp_path), "PTOGYM_SIM_STALL_S": "0",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        time.sleep(5)  # the worker is in the launch (importing pypto, then asleep in the builder)
+        assert _alive(child)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 2
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the worker outlived its parent"
+        assert "Traceback" not in parent.stderr.read()
+    finally:
+        parent.kill()
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+
+
+@needs_pypto
+def test_a_long_launch_prints_progress_lines_with_phase_elapsed_and_memory(sim, monkeypatch, capfd):
+    monkeypatch.setenv("PTOGYM_PROGRESS_S", "0.5")
+    monkeypatch.setenv("PTOGYM_SIM_STALL_S", "4")
+    x, _, out = add_inputs()
+    with pytest.raises(rt.PyptoRunError, match="made no progress"):
+        sim.launch(build_stalled, {"hidden": HIDDEN}, [x, out])
+    lines = capfd.readouterr().err.splitlines()
+    progress = [line for line in lines if line.startswith("[pypto-sim test_backend_pypto_sim] ")]
+    assert len(progress) >= 4, lines
+    assert re.fullmatch(r"\[pypto-sim test_backend_pypto_sim\] building the kernel: \d+ s, \d+\.\d\d GB resident",
+                        progress[-1]), progress
+    monkeypatch.setenv("PTOGYM_PROGRESS_S", "0")
+    x, y, out = add_inputs()
+    sim.launch(build_add, {"hidden": HIDDEN, "rows": ROWS}, [x, y, out])
+    assert capfd.readouterr().err == ""
 
 
 @needs_pypto
@@ -369,8 +485,13 @@ def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim, fresh_wor
     inputs = make_case_inputs(spec, case)
     expected, _ = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, InterpBackend())
     actual, report = spec.run({k: v.clone() for k, v in inputs.items()}, case.attrs, sim)
-    assert report.backend == "pypto-sim"
+    assert report.backend == "pypto-sim" and report.extra["build"] == "reduced"
     assert report.simulated_us > 0 and report.tasks >= 1 and report.cores >= 1
+    recorded = load_fixture().get(op_name, {}).get("level0")
+    if recorded is not None:  # the reduced build simulates what the full build recorded
+        assert report_figures(report) == {key: recorded[key] for key in COMPARED}
+        if report.outputs_valid and "outputs" in recorded:
+            assert {name: digest(actual[name]) for name in recorded["outputs"]} == recorded["outputs"]
     if not report.outputs_valid:
         pytest.skip(f"{op_name} level0 ({report.extra.get('elements')} elements) is above "
                     "the interpreter threshold: cost only")
@@ -408,7 +529,7 @@ def test_run_cli_keep_artifacts_prints_where(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert proc.stdout.splitlines()[-1] == "[PRECISION_PASS]"
-    assert re.search(r"^level0 .* PASS .* sim [0-9.]+ us$", proc.stdout, flags=re.M), proc.stdout  # measured
+    assert re.search(r"^level0 .* PASS .* sim [0-9.]+ us \(reduced build\)$", proc.stdout, flags=re.M), proc.stdout  # measured
     kept = re.search(r"artifacts kept in (\S+)", proc.stdout)
     assert kept, proc.stdout
     folder = Path(kept.group(1))
@@ -419,3 +540,43 @@ def test_run_cli_keep_artifacts_prints_where(tmp_path):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def _recorded_levels():
+    return [(op, level) for op, levels in sorted(load_fixture().items()) for level in sorted(levels)]
+
+
+@needs_pypto
+@pytest.mark.slow
+@pytest.mark.parametrize("op_name, level", _recorded_levels())
+def test_reduced_builds_match_the_recorded_full_builds(op_name, level, sim, fresh_worker):
+    """Every level recorded by scripts/record_full_builds.py: the reduced build's µs,
+    kernel µs, tasks, cores and computed outputs equal the full build's."""
+    from ptogym.ops import get_op
+    from ptogym.verify.cases import load_cases
+
+    spec = get_op(op_name)
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == level)
+    recorded = load_fixture()[op_name][level]
+    reduced = case_figures(spec, case, sim, full_build=False)
+    assert reduced["build"] == "reduced"
+    assert {key: reduced[key] for key in COMPARED} == {key: recorded[key] for key in COMPARED}
+    assert reduced.get("outputs") == recorded.get("outputs")
+
+
+@needs_pypto
+@pytest.mark.slow
+@pytest.mark.parametrize("op_name", _op_level0_params())
+def test_full_build_of_every_branch_compiles_level0(op_name, sim, fresh_worker):
+    """A full build (every loop_unroll branch: what a device binary holds) compiles and
+    simulates; where recorded, it still gives the recorded figures."""
+    from ptogym.ops import get_op
+    from ptogym.verify.cases import load_cases
+
+    spec = get_op(op_name)
+    case = next(c for c in load_cases(spec.cases_path, spec) if c.id == "level0")
+    full = case_figures(spec, case, sim, full_build=True)
+    assert full["build"] == "full" and full["simulated_us"] > 0 and full["tasks"] >= 1
+    recorded = load_fixture().get(op_name, {}).get("level0")
+    if recorded is not None:
+        assert {key: full[key] for key in COMPARED} == {key: recorded[key] for key in COMPARED}

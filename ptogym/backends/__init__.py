@@ -31,16 +31,23 @@ def names() -> list[str]:
     return list(_MODULES)
 
 
-def configure(*, keep_artifacts: bool = False, verbose: bool = False) -> None:
-    """Run-wide options of the real-pypto backends: keep each run's Perfetto trace and
-    swimlane json (``PTOGYM_KEEP_ARTIFACTS``) and show pypto's own output
-    (``PTOGYM_VERBOSE``), for backends already open and those opened later."""
-    for variable, enabled in (("PTOGYM_KEEP_ARTIFACTS", keep_artifacts), ("PTOGYM_VERBOSE", verbose)):
+#: run-wide switches of the real-pypto backends: backend attribute -> environment variable
+_SWITCHES = {"keep_artifacts": "PTOGYM_KEEP_ARTIFACTS", "verbose": "PTOGYM_VERBOSE",
+             "full_build": "PTOGYM_FULL_BUILD", "no_cache": "PTOGYM_NO_CACHE"}
+
+
+def configure(**switches: bool) -> None:
+    """Run-wide options of the real-pypto backends, for backends already open and those
+    opened later: ``keep_artifacts`` (each run's Perfetto trace and swimlane json),
+    ``verbose`` (pypto's own output), ``full_build`` (compile every loop branch, as a
+    device binary holds, instead of the ones the call runs) and ``no_cache`` (neither
+    read nor write the simulation cache).  A switch given False leaves it as it was."""
+    for attribute, enabled in switches.items():
         if enabled:
-            os.environ[variable] = "1"
-    for backend in _instances.values():
-        backend.keep_artifacts = getattr(backend, "keep_artifacts", False) or keep_artifacts
-        backend.verbose = getattr(backend, "verbose", False) or verbose
+            os.environ[_SWITCHES[attribute]] = "1"
+            for backend in _instances.values():
+                if hasattr(backend, attribute):
+                    setattr(backend, attribute, True)
 
 
 def add_cli_options(parser) -> None:
@@ -48,10 +55,16 @@ def add_cli_options(parser) -> None:
     parser.add_argument("--keep-artifacts", action="store_true",
                         help="real-pypto backends: keep each run's Perfetto trace and swimlane json; print where")
     parser.add_argument("--pypto-verbose", action="store_true", help="real-pypto backends: show pypto's own output")
+    parser.add_argument("--full-build", action="store_true",
+                        help="pypto-sim: compile every loop branch (what a device binary holds), not only "
+                             "those the call's shapes run")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="pypto-sim: neither read nor write cached simulation results")
 
 
 def configure_from_cli(args) -> None:
-    configure(keep_artifacts=args.keep_artifacts, verbose=args.pypto_verbose)
+    configure(keep_artifacts=args.keep_artifacts, verbose=args.pypto_verbose, full_build=args.full_build,
+              no_cache=args.no_cache)
 
 
 def get_backend(name: str | None = None):

@@ -15,12 +15,14 @@ for what was measured to arrive at these choices.
 """
 from __future__ import annotations
 
+import ast
 import atexit
 import configparser
 import contextlib
 import ctypes
 import hashlib
 import importlib.machinery
+import inspect
 import itertools
 import json
 import logging
@@ -59,6 +61,8 @@ COPY_OUT_CYCLES_PER_BYTE = 3.2883e-6 * 2 * 2000
 ENV_CACHE = "PTOGYM_CACHE_DIR"
 ENV_KEEP = "PTOGYM_KEEP_ARTIFACTS"
 ENV_VERBOSE = "PTOGYM_VERBOSE"
+ENV_FULL_BUILD = "PTOGYM_FULL_BUILD"
+ENV_NO_CACHE = "PTOGYM_NO_CACHE"
 
 
 # --------------------------------------------------------------------------- paths
@@ -478,6 +482,115 @@ def force_run_mode(kernel, mode: int) -> None:
         options["run_mode"] = int(mode)
 
 
+# --------------------------------------------------------------------------- reduced builds
+
+_SHAPE_DIM = re.compile(r"RUNTIME_GetInputShapeDim\(ARG_(\w+),(\d+)\)")
+_INTEGER_ARITHMETIC = re.compile(r"[0-9+\-*/%() ]*")
+
+
+def _evaluate(node: ast.AST) -> int:
+    """An integer expression of non-negative operands, as pypto's symbolic scalars print
+    them (``/`` is integer division); ValueError for anything else."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand)
+    if isinstance(node, ast.BinOp):
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, (ast.Div, ast.Mod)) and left >= 0 and right > 0:  # C++ and Python agree here
+            return left // right if isinstance(node.op, ast.Div) else left % right
+    raise ValueError(f"not an expression of non-negative integers: {ast.dump(node)[:80]}")
+
+
+def concrete_int(value, shapes: dict[str, tuple]) -> int | None:
+    """``value`` (an int or a pypto ``SymbolicScalar``) evaluated on the call's input
+    shapes (``shapes``: kernel parameter name -> shape); None when it depends on anything
+    else (a loop index, a scalar argument) or is not plain integer arithmetic."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+
+    def dim(match):
+        shape = shapes.get(match.group(1))
+        if shape is None or int(match.group(2)) >= len(shape):
+            raise KeyError(match.group(0))
+        return str(int(shape[int(match.group(2))]))
+
+    try:
+        text = _SHAPE_DIM.sub(dim, str(value))
+        if not _INTEGER_ARITHMETIC.fullmatch(text):
+            return None
+        return _evaluate(ast.parse(text, mode="eval").body)
+    except (KeyError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _loop_range(args: tuple) -> tuple:
+    """(start, stop, step) of ``pypto.loop``'s positional arguments."""
+    return {1: lambda: (0, args[0], 1), 2: lambda: (*args, 1), 3: lambda: args}.get(len(args), lambda: (0, 0, 0))()
+
+
+@contextlib.contextmanager
+def call_loops_only(pypto, kernel, tensors: list) -> Iterator[list]:
+    """Compile only the loops the call runs: while a call of ``kernel`` on ``tensors``
+    parses, a ``pypto.loop`` (``loop_unroll``'s branches are such loops) whose trip count,
+    evaluated on the call's shapes, is zero is not emitted.  Its body would run no
+    iteration, so the simulated tasks are the same (tests/test_backend_pypto_sim.py checks
+    µs, tasks and outputs against full builds) while the compile skips, e.g., the
+    ``loop_unroll`` branches for block sizes the call's token count never reaches.  Yields
+    the names of the loops left out; a loop whose bounds cannot be evaluated is kept."""
+    function = getattr(kernel, "_original_func", None)
+    if function is None:  # not a jit wrapper: nothing known about its parameters
+        yield []
+        return
+    controller = pypto._controller
+    original = controller.loop
+    names = list(inspect.signature(function).parameters)
+    shapes = {name: tuple(tensor.shape) for name, tensor in zip(names, tensors)}
+    skipped: list[str] = []
+
+    def loop(*args, **kwargs):
+        start, stop, step = (concrete_int(bound, shapes) for bound in _loop_range(args))
+        if None not in (start, stop, step) and step > 0 and start >= stop:
+            skipped.append(str(kwargs.get("name", "loop")))
+            return
+        yield from original(*args, **kwargs)
+
+    controller.loop = pypto.loop = loop
+    try:
+        yield skipped
+    finally:
+        controller.loop = pypto.loop = original
+
+
+@contextlib.contextmanager
+def reported_phases(kernel, report_phase) -> Iterator[None]:
+    """Tell ``report_phase`` when a call of ``kernel`` moves from compiling to running."""
+    if not all(hasattr(kernel, name) for name in ("compile", "_run_with_cpu")):
+        yield
+        return
+
+    def announcing(phase: str, method):
+        def run(*args, **kwargs):
+            report_phase(phase)
+            return method(*args, **kwargs)
+        return run
+
+    kernel.compile = announcing(f"compiling {getattr(kernel, '__name__', 'kernel')} (pypto passes)", kernel.compile)
+    kernel._run_with_cpu = announcing("simulating (cost model)", kernel._run_with_cpu)
+    try:
+        yield
+    finally:
+        del kernel.compile, kernel._run_with_cpu
+
+
 # --------------------------------------------------------------------------- platform
 
 
@@ -566,12 +679,24 @@ class RealPyptoBackend(BackendBase):
     name = "real-pypto"
     run_mode = 1  # pypto.RunMode.SIM
     isolated = False
+    reduces_builds = False  # whether a call compiles only the loops it runs (unless full_build)
+    caches_results = False  # whether cost-only launches are answered from the simulation cache
 
     def __init__(self):
         super().__init__()
         self.keep_artifacts = env_flag(ENV_KEEP)
         self.verbose = env_flag(ENV_VERBOSE)
+        self.full_build = env_flag(ENV_FULL_BUILD)
+        self.no_cache = env_flag(ENV_NO_CACHE)
         self._pending: dict[str, Any] = {}
+
+    def report_phase(self, phase: str) -> None:
+        """Where a launch is (the worker forwards it to the waiting parent's progress line)."""
+
+    @property
+    def build_kind(self) -> str:
+        """"reduced" (only the loops a call runs) or "full" (every branch: a device binary)."""
+        return "reduced" if self.reduces_builds and not self.full_build else "full"
 
     @property
     def pypto(self):
@@ -592,6 +717,16 @@ class RealPyptoBackend(BackendBase):
             return _InWorker(builder, static)
         return super().compile(builder, **static)
 
+    def _cache_entry(self, kernel: _InWorker, tensors, scalars, computes: bool):
+        """The cache entry of a cost-only launch (None when it computes numbers, keeps
+        artifacts, or the cache is off): the cost model reads no values, only shapes."""
+        if computes or self.no_cache or self.keep_artifacts or not self.caches_results:
+            return None
+        from ._sim_cache import Entry
+
+        return Entry(cache_root() / "sim-results", self.name, self.build_kind, kernel.builder, kernel.static,
+                     tensors, scalars)
+
     # hooks -----------------------------------------------------------------
     def _computes_outputs(self, tensors) -> bool:
         """Whether a launch on *tensors* computes their values (else only shapes matter)."""
@@ -608,8 +743,17 @@ class RealPyptoBackend(BackendBase):
         if isinstance(kernel, _InWorker):
             from ._pypto_worker import launch_in_worker
 
-            fields = launch_in_worker(self, kernel.builder, kernel.static, tensors, scalars,
-                                      self._computes_outputs(tensors))
+            computes = self._computes_outputs(tensors)
+            entry = self._cache_entry(kernel, tensors, scalars, computes)
+            fields = entry.load() if entry else None
+            if fields is not None:
+                fields["extra"]["cache"] = "hit"
+            else:
+                fields = launch_in_worker(self, kernel.builder, kernel.static, tensors, scalars, computes)
+                if entry:
+                    entry.store({**fields, "extra": {k: v for k, v in fields["extra"].items()
+                                                     if k != "worker_peak_rss_bytes"}})
+                fields["extra"]["cache"] = "miss" if entry else "off"
             self._pending = {**fields["extra"], **{key: fields[key] for key in (
                 "outputs_valid", "simulated_us", "tasks", "cores", "artifacts")}}
             return
@@ -623,21 +767,32 @@ class RealPyptoBackend(BackendBase):
         report: dict[str, Any] = {}
         capture = Capture(log, enabled=not self.verbose)
         start = time.perf_counter()
-        try:
-            with self._prepare(pypto, kernel, tensors) as extra:
-                report.update(extra or {})
-                with capture:
-                    kernel(*tensors, **scalars)
-        except Exception as exc:
-            recover(pypto)
-            tail = capture.tail() if not self.verbose else "(verbose: see the console)"
-            shutil.rmtree(call_dir, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                log.unlink()
-            raise PyptoRunError(
-                f"{self.name}: kernel {getattr(kernel, '__name__', kernel)!r} failed: "
-                f"{type(exc).__name__}: {exc}\n--- pypto log (tail) ---\n{tail}") from exc
+        build = self.build_kind
+        while True:
+            try:
+                with self._prepare(pypto, kernel, tensors) as extra:
+                    report.update(extra or {})
+                    with capture, reported_phases(kernel, self.report_phase), contextlib.ExitStack() as stack:
+                        skipped = (stack.enter_context(call_loops_only(pypto, kernel, tensors))
+                                   if build == "reduced" else [])
+                        kernel(*tensors, **scalars)
+                break
+            except Exception as exc:
+                recover(pypto)
+                if build == "reduced" and not report.get("outputs_valid"):  # nothing written: build it all
+                    report["reduced_build_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+                    build = "full"
+                    continue
+                tail = capture.tail() if not self.verbose else "(verbose: see the console)"
+                shutil.rmtree(call_dir, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    log.unlink()
+                hint = " (a reduced build: --full-build compiles every loop)" if build == "reduced" else ""
+                raise PyptoRunError(
+                    f"{self.name}: kernel {getattr(kernel, '__name__', kernel)!r} failed{hint}: "
+                    f"{type(exc).__name__}: {exc}\n--- pypto log (tail) ---\n{tail}") from exc
         report["call_s"] = time.perf_counter() - start
+        report["build"], report["loops_skipped"] = build, len(skipped)
         try:
             self._finish(pypto, call_dir, report)
             if self.keep_artifacts:

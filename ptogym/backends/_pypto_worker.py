@@ -15,11 +15,19 @@ pypto 0.2.0 can also hang: when a compile pass fails on one of its compile threa
 so the parent watches the child's CPU time and stops a launch whose child used less
 than 2 % of a core over ``$PTOGYM_SIM_STALL_S`` seconds (default 120; 0 turns the watch
 off), raising ``PyptoRunError`` instead of waiting for ever.
+
+The child dies with its parent (``PR_SET_PDEATHSIG``: a ``kill -9`` of ``ptogym`` stops
+the compile at once instead of letting it finish and print a broken pipe), and while a
+launch runs longer than ``$PTOGYM_PROGRESS_S`` seconds (default 10; 0 = silent) the
+parent prints a progress line on stderr every as many seconds: the phase the child
+reports (building, compiling, simulating), the time since the launch started and the
+memory of the child's processes.
 """
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import functools
 import importlib
 import importlib.util
@@ -40,6 +48,9 @@ _POLL_S = 0.05
 ENV_STALL_S = "PTOGYM_SIM_STALL_S"
 DEFAULT_STALL_S = 120.0
 STALL_CPU_SHARE = 0.02
+ENV_PROGRESS_S = "PTOGYM_PROGRESS_S"
+DEFAULT_PROGRESS_S = 10.0
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _workers: dict = {}
 
 
@@ -47,19 +58,64 @@ class WorkerStalled(Exception):
     """The worker made no progress: it used almost no CPU time for a whole window."""
 
 
-def _group_cpu_seconds(group: int) -> float | None:
-    """CPU seconds (user + system, with reaped children's) of every process in process
-    group ``group``: the worker and what it started (g++, cmake).  None without /proc."""
-    total, found = 0, False
+def _group_stat_fields(group: int):
+    """The /proc stat fields (after the command name) of every process in process group
+    ``group``: the worker and what it started (g++, cmake)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):  # gone meanwhile
             continue
         if int(fields[2]) == group:
-            found = True
-            total += sum(int(value) for value in fields[11:15])
-    return total / os.sysconf("SC_CLK_TCK") if found else None
+            yield fields
+
+
+def _group_cpu_seconds(group: int) -> float | None:
+    """CPU seconds (user + system, with reaped children's) of process group ``group``.
+    None without /proc or without such a group."""
+    ticks = [sum(int(value) for value in fields[11:15]) for fields in _group_stat_fields(group)]
+    return sum(ticks) / os.sysconf("SC_CLK_TCK") if ticks else None
+
+
+def group_rss_bytes(group: int) -> int:
+    """Resident memory of process group ``group`` now (bytes; 0 without /proc)."""
+    return sum(int(fields[21]) for fields in _group_stat_fields(group)) * os.sysconf("SC_PAGE_SIZE")
+
+
+def seconds_from_env(variable: str, default: float) -> float:
+    """``$variable`` as a number of seconds (0 = off), else ``default``."""
+    raw = os.environ.get(variable, "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"${variable}: {raw!r} is not a number of seconds") from None
+
+
+class _Progress:
+    """A line on stderr every ``interval_s`` seconds of a launch: phase, elapsed, memory."""
+
+    def __init__(self, label: str, group: int, interval_s: float):
+        self.label, self.group, self.interval_s = label, group, interval_s
+        self.phase = "starting"
+        self.start = self.next = time.monotonic()
+        self.next += interval_s
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.interval_s <= 0 or now < self.next:
+            return
+        self.next = now + self.interval_s
+        print(f"[{self.label}] {self.phase}: {now - self.start:.0f} s, "
+              f"{group_rss_bytes(self.group) / 2**30:.2f} GB resident", file=sys.stderr, flush=True)
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (a ``kill -9`` of the
+    parent included: no handler runs there), and exit now if it is already gone."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 class _StallWatch:
@@ -85,20 +141,12 @@ class _StallWatch:
         self._start()
 
 
-def stall_window_from_env() -> float:
-    """``$PTOGYM_SIM_STALL_S`` (seconds, 0 = no watch), else the default."""
-    raw = os.environ.get(ENV_STALL_S, "").strip()
-    try:
-        return float(raw) if raw else DEFAULT_STALL_S
-    except ValueError:
-        raise ValueError(f"${ENV_STALL_S}: {raw!r} is not a number of seconds") from None
-
-
 class _Worker:
     def __init__(self, backend_name: str):
         context = multiprocessing.get_context("spawn")
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child_end, backend_name), daemon=True,
+        self.backend_name = backend_name
+        self.process = context.Process(target=_serve, args=(child_end, backend_name, os.getpid()), daemon=True,
                                        name=f"ptogym-{backend_name}")
         # spawn re-imports the parent's __main__ in the child: a user's script without a
         # main guard would run twice.  The worker needs nothing from it.
@@ -109,15 +157,22 @@ class _Worker:
             sys.modules["__main__"] = main
         child_end.close()
 
-    def call(self, request: tuple, stall_s: float = DEFAULT_STALL_S) -> tuple:
+    def call(self, request: tuple, stall_s: float = DEFAULT_STALL_S, label: str = "") -> tuple:
         try:
             self.connection.send(request)
             watch = _StallWatch(self.process.pid, stall_s)
-            while not self.connection.poll(_POLL_S):
-                if not self.process.is_alive():
-                    raise EOFError
-                watch.check()
-            return self.connection.recv()
+            progress = _Progress(f"{self.backend_name} {label}".strip(), self.process.pid,
+                                 seconds_from_env(ENV_PROGRESS_S, DEFAULT_PROGRESS_S))
+            while True:
+                while not self.connection.poll(_POLL_S):
+                    if not self.process.is_alive():
+                        raise EOFError
+                    watch.check()
+                    progress.tick()
+                message = self.connection.recv()
+                if message[0] != "phase":
+                    return message
+                progress.phase = message[1]
         except (EOFError, OSError):
             code = self.process.exitcode
             self.kill()
@@ -203,13 +258,13 @@ def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dic
         index.append(unique[id(tensor)])
     options = {"max_compute_elements": getattr(backend, "max_compute_elements", None),
                "keep_artifacts": backend.keep_artifacts, "verbose": backend.verbose,
-               "cost_only_mode": backend.cost_only_mode}
+               "cost_only_mode": backend.cost_only_mode, "full_build": backend.full_build}
     if backend.name not in _workers or not _workers[backend.name].process.is_alive():
         _workers[backend.name] = _Worker(backend.name)
     worker = _workers[backend.name]
     try:
         status, payload = worker.call((_BuilderRef.of(builder), static, shared, index, scalars, options),
-                                      stall_window_from_env())
+                                      seconds_from_env(ENV_STALL_S, DEFAULT_STALL_S), getattr(builder, "__module__", ""))
     except WorkerStalled as stalled:
         from . import _pypto_runtime as rt
 
@@ -237,26 +292,34 @@ def _rebuild_error(type_name: str, message: str) -> Exception:
     return known.get(type_name, RuntimeError)(message if type_name in known else f"{type_name}: {message}")
 
 
-def _serve(connection, backend_name: str) -> None:
+def _serve(connection, backend_name: str, parent_pid: int) -> None:
     """The child: launch requests one at a time until told to stop (None)."""
     os.setpgrp()  # Ctrl-C in a terminal reaches the parent only; it stops this group when it must
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(parent_pid)
+    import resource
+
     from . import _pypto_runtime as rt
     from . import get_backend
 
     backend = get_backend(backend_name)
     backend.isolated = False  # this process is the one that runs pypto
+    backend.report_phase = lambda phase: connection.send(("phase", phase))
     try:
         while (request := connection.recv()) is not None:
             builder, static, shared, index, scalars, options = request
             for name, value in options.items():
                 setattr(backend, name, value)
             try:
+                backend.report_phase("building the kernel")
                 report = backend.launch(builder.resolve(), static, [shared[i] for i in index], scalars)
+                # ru_maxrss: KiB on Linux; this process and its reaped children (g++, cmake)
+                report.extra["worker_peak_rss_bytes"] = 1024 * max(
+                    resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
                 connection.send(("ok", asdict(report)))
             except Exception as error:
                 connection.send(("error", (type(error).__name__, str(error))))
-    except EOFError:  # the parent went away
+    except (EOFError, BrokenPipeError):  # the parent went away
         pass
     finally:
         rt.end_session()  # multiprocessing children skip atexit

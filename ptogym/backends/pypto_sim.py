@@ -54,6 +54,8 @@ class Backend(rt.RealPyptoBackend):
     name = "pypto-sim"
     run_mode = 1  # pypto.RunMode.SIM
     isolated = True  # launches run in a child process: Ctrl-C stops a compile at once
+    reduces_builds = True  # the cost model simulates what the call runs; --full-build compiles every branch
+    caches_results = True  # cost-only results are cached (_sim_cache); --no-cache bypasses
 
     def __init__(self):
         super().__init__()
@@ -82,6 +84,7 @@ class Backend(rt.RealPyptoBackend):
         elements = sum(int(t.numel()) for t in tensors)
         compute = self._computes(elements)
         if compute:
+            self.report_phase("loading pypto's op calculator (its first build takes ~25 s)")
             with rt.Capture(rt.session().log, enabled=not self.verbose):
                 rt.ensure_calculator(pypto, rt.session())
         with rt.pypto_interpreter(pypto, compute):

@@ -68,7 +68,8 @@ class CaseResult:
         details = self.reason if self.status == ERROR else " | ".join(r.brief() for r in self.outputs.values())
         seconds = sum(self.timings.values())
         simulated = self.launch.simulated_us if self.launch is not None else None
-        measured = f"  sim {simulated:.1f} us" if simulated is not None else ""
+        build = self.launch.extra.get("build") if self.launch is not None else None
+        measured = f"  sim {simulated:.1f} us" + (f" ({build} build)" if build else "") if simulated is not None else ""
         return f"{self.case.id}  {self.case.shape_summary}  {self.status}  {details}  {seconds:.2f}s{measured}"
 
     def report(self, verbose: bool = False) -> str:

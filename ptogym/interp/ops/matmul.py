@@ -9,6 +9,7 @@ import torch
 from .. import runtime
 from ..checks import violation
 from ..dtypes import DataType
+from ..images import converted
 from ..platform import platform
 from ..tensor import Tensor, note_operand, wrap
 
@@ -103,10 +104,10 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
         if input.dtype.name != "DT_FP32":
             violation("C-API-06", f"pypto.matmul: trans_mode {mode} needs DT_FP32 inputs, got {input.dtype}")
         a, b = _to_tf32(a, mode), _to_tf32(b, mode)
-    if input.dtype.is_int:  # exact in fp64 (|sum| < 2**53), then wrapped like the int32 accumulator
-        acc = _wrap_int32(torch.matmul(a.to(torch.float64), b.to(torch.float64)).to(torch.int64))
+    if input.dtype.is_int:
+        acc = _int8_matmul(a, b)
     else:
-        acc = torch.matmul(a.to(torch.float32), b.to(torch.float32))
+        acc = torch.matmul(converted(a, torch.float32), converted(b, torch.float32))
     acc = _apply_extend(acc, extend)
     return wrap(acc.to(out_dtype.torch), out_dtype, _static_mm_shape(input, mat2, a_trans, b_trans))
 
@@ -145,6 +146,23 @@ def _apply_extend(acc: torch.Tensor, extend: dict) -> torch.Tensor:
     if bias is not None:
         note_operand(bias)
         acc = acc + bias.data.to(torch.float32)
+    return acc
+
+
+EXACT_K_BLOCK = 1024  # int8 products are < 2**14 in magnitude: 1024 of them sum below 2**24, exact in fp32
+
+
+def _int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The int32 accumulator of int8 x int8, exact: fp32 matmuls over K blocks of
+    ``EXACT_K_BLOCK`` (every partial sum is an integer below 2**24, so each is exact in
+    whatever order the BLAS adds), summed in int32 (|total| < K * 2**14 < 2**31 for the
+    K < 65535 pypto allows, C-API-06: no wrap can occur)."""
+    a32, b32 = converted(a, torch.float32), converted(b, torch.float32)
+    k = a32.shape[-1]
+    acc = None
+    for start in range(0, max(k, 1), EXACT_K_BLOCK):  # (K = 0: one empty block, zeros)
+        part = torch.matmul(a32[..., start:start + EXACT_K_BLOCK], b32[..., start:start + EXACT_K_BLOCK, :])
+        acc = part.to(torch.int32) if acc is None else acc.add_(part.to(torch.int32))
     return acc
 
 
