@@ -1135,7 +1135,7 @@ def test_probe_agrees_with_real_pypto(name):
             assert_same(tensors[index], want)
 
 
-LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_else", "front_function_scalar_param",
+LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_else", "front_function_keyword_call",
         "graph_read_then_assemble"]
 
 
