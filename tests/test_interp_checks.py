@@ -944,6 +944,17 @@ def test_aliased_in_place_rows_and_distinct_tensors_pass():
     assert torch.equal(shared, torch.exp(x))
 
 
+def test_aliases_are_found_by_bytes_of_one_memory():
+    from ptogym.interp.aliasing import find_aliases
+    base = torch.zeros(32, 64)
+    top, bottom, middle = base[:16], base[16:], base[8:24]
+    assert find_aliases(["a", "b"], [top, bottom]) == {}  # one storage, disjoint bytes
+    found = find_aliases(["a", "b", "c"], [top, bottom, middle])
+    assert sorted(found) == [0, 1, 2] and found[0].memory is found[2].memory
+    assert found[2].base - found[0].base == 8 * 64 * 4  # middle starts 8 rows into top
+    assert find_aliases(["a", "b"], [torch.zeros(4, 64), torch.empty(4, 64, device="meta")]) == {}
+
+
 # --- the tests ----------------------------------------------------------------------------------------
 def test_every_check_has_a_case():
     assert {c.check_id for c in CASES} == set(CHECKS)
