@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import ptogym.interp as pypto
+from ptogym.interp import ConstraintViolation
 from ptogym.interp.platform import PROFILES, platform as interp_platform
 from interp_helpers import assert_same, round_float_ref, round_int_ref, run_op, ulp_distance
 
@@ -129,7 +130,9 @@ def test_compare(name, dtype):
     assert ref.any() and not ref.all()
     got = run_op(op, [a, b], ref)
     assert_same(got, ref)
-    assert_same(run_op(lambda x: op(x, 1), [a], ref_op(a, 1)), ref_op(a, 1))
+    assert_same(run_op(lambda x: op(x, 1.0), [a], ref_op(a, 1.0)), ref_op(a, 1.0))
+    with pytest.raises(ConstraintViolation, match="not a Python int"):  # pypto: TypeError (result_dtypes fixture)
+        run_op(lambda x: op(x, 1), [a], ref_op(a, 1))
 
 
 def test_compare_operators_and_greater():

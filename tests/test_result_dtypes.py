@@ -80,8 +80,6 @@ KNOWN_UNREFUSED = {
     "Errcode: FC0001": "an operand dtype the op's graph builder does not take (bool, 8-bit or 64-bit ints for "
                        "some ops)",
     "Errcode: FFFFFF": "expm1 of a bool, 8-bit or 64-bit integer tensor",
-    "Compare(): incompatible function arguments": "a comparison with a Python int (pypto's Compare takes a float "
-                                                  "or an Element)",
 }
 
 
