@@ -34,7 +34,7 @@ def record(probe, backend) -> dict:
     tensors = probe.inputs()
     try:
         report = backend.launch(probe.build, {}, tensors, probe.scalars)
-    except PyptoRunError as exc:
+    except (PyptoRunError, TypeError, ValueError) as exc:  # the last two: pypto's frontend, while building
         cause = exc.__cause__ or exc
         text = " | ".join(line.strip() for line in str(cause).splitlines() if line.strip())
         return {"verdict": "rejected", "error": f"{type(cause).__name__}: {text[:400]}"}
@@ -48,7 +48,11 @@ def child(name: str) -> None:
     """Record one probe and print its entry as the last line of stdout (numbers for
     tensors up to 2**24 elements: the int32-overflow matmul probe needs ~6.5M)."""
     import os
+    import signal
     os.environ["PTOGYM_SIM_MAX_ELEMENTS"] = str(1 << 24)
+    # `timeout` stops a probe that never finishes with SIGTERM: exit through Python, so that
+    # the pypto worker process (a process group of its own) is stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     from check_probes import PROBES
     from ptogym.backends.pypto_sim import Backend
 

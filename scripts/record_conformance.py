@@ -59,7 +59,7 @@ def summary(patterns) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             mine = harness.run(interp, spec)
-        group = "generated" if name.startswith("gen_") else "corpus"
+        group = {"gen": "generated", "area": "areas"}.get(name.split("_", 1)[0], "corpus")
         if name in KNOWN:
             kind = "known difference"
         elif harness.compare(mine, recorded, spec, BOUNDS.get(name)):

@@ -1075,3 +1075,380 @@ def clip_tensor_bounds(pypto):
         pypto.set_vec_tile_shapes(8, 64)
         out[:] = pypto.clip(x, low, high)
     return kernel
+
+
+# --- the frontend's signatures (pypto 0.2.0's frontend/parser/entry.py and _controller.py) ---------------
+@probe("C-FRONT-01", inputs=x_out(8, 64))
+def front_jit_unknown_option(pypto):
+    @pypto.frontend.jit(fast_math=True)
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-FRONT-01", inputs=x_out(8, 64))
+def front_jit_positional_options(pypto):
+    @pypto.frontend.jit({"runtime_options": {}})
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def front_jit_known_options(pypto):
+    @pypto.frontend.jit(host_options=None, codegen_options=None, pass_options=None, verify_options=None,
+                        debug_options=None, infer_controlflow_shape=None, use_cache=False)
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-FRONT-01", inputs=x_out(8, 64))
+def front_function_options(pypto):
+    @pypto.frontend.function(inline=True)
+    def twice(x, out):
+        out[:] = pypto.add(x, x)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        twice(x, out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def front_function_scalar_param(pypto):
+    @pypto.frontend.function
+    def scaled(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32), factor: int,
+               negate: bool):
+        if negate:
+            out[:] = pypto.mul(x, -1.0 * factor)
+        else:
+            out[:] = pypto.mul(x, 1.0 * factor)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        scaled(x, out, 3, True)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 64))
+def front_function_symbolic_param(pypto):
+    @pypto.frontend.function
+    def rows(x, out, row):
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [row, 0])), [row, 0], out)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            rows(x, out, i * 8)
+    return kernel
+
+
+@probe("C-FRONT-02", inputs=x_out(8, 64))
+def front_function_keyword_call(pypto):
+    @pypto.frontend.function
+    def twice(x, out):
+        out[:] = pypto.add(x, x)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        twice(x, out=out)
+    return kernel
+
+
+@probe("C-FRONT-02", inputs=x_out(8, 64))
+def front_function_default_left_out(pypto):
+    @pypto.frontend.function
+    def scaled(x, out, factor=2.0):
+        out[:] = pypto.mul(x, factor)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        scaled(x, out)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(8, 64))
+def front_function_return(pypto):
+    @pypto.frontend.function
+    def twice(x):
+        return pypto.add(x, x)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = twice(x)
+    return kernel
+
+
+@probe("C-ARG-01", inputs=x_out(8, 64))
+def front_function_annotation_dtype(pypto):
+    @pypto.frontend.function
+    def twice(x: pypto.Tensor([8, 64], pypto.DT_BF16), out):
+        out[:] = pypto.add(x, x)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        twice(x, out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))  # pypto compares an int parameter's default with int, not its annotation
+def front_function_int_param_float(pypto):
+    @pypto.frontend.function
+    def scaled(x, out, factor: int):
+        out[:] = pypto.mul(x, factor * 1.0)
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        scaled(x, out, 2.5)
+    return kernel
+
+
+@probe("C-FRONT-02", inputs=x_out(8, 64), scalars={"factor": 2.0})
+def front_jit_tensor_after_scalar(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), factor, out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.mul(x, factor)
+    return kernel
+
+
+@probe("A-FRONT-01", inputs=x_out(8, 64))
+def front_loop_unknown_keyword(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(1, name="L", idx_nme="row"):
+            out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("C-FRONT-01", inputs=x_out(8, 64))
+def front_cond_file_without_line(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            tile = pypto.view(x, [8, 64], [i * 8, 0])
+            if pypto.cond(i == 0, file="kernel.py"):
+                pypto.assemble(pypto.exp(tile), [i * 8, 0], out)
+            else:
+                pypto.assemble(pypto.neg(tile), [i * 8, 0], out)
+    return kernel
+
+
+# --- loops: negative steps, bounds from runtime conditions -------------------------------------------------
+@probe("A-LOOP-03,A-OUT-01", inputs=x_out(16, 64))  # no iteration runs: out keeps its zeros
+def loop_negative_step(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 64)
+        for i in pypto.loop(15, -1, -1):
+            pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+@probe("C-LOOP-09", inputs=x_out(16, 64), device_garbage="pypto never finishes (killed after 90 s)")
+def loop_negative_step_rising(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 64)
+        for i in pypto.loop(0, 16, -1):
+            pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [0, 0])), [0, 0], out)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(32, 64))
+def syntax_conditional_expression_symbolic(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        step = 8 if x.shape[0] > 16 else 1
+        for i in pypto.loop(0, x.shape[0], step):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(32, 64))
+def conditional_expression_static(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 64], pypto.DT_FP32), out: pypto.Tensor([32, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        step = 8 if x.shape[0] > 16 else 1
+        for i in pypto.loop(0, x.shape[0], step):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(16, 64))
+def syntax_bool_operator_symbolic(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(x.shape[0] // 8):
+            tile = pypto.view(x, [8, 64], [i * 8, 0])
+            if i > 0 and i < 4:
+                pypto.assemble(pypto.exp(tile), [i * 8, 0], out)
+            else:
+                pypto.assemble(pypto.neg(tile), [i * 8, 0], out)
+    return kernel
+
+
+@probe("C-SYNTAX-01", inputs=x_out(32, 64))
+def syntax_if_pypto_cond(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if pypto.cond(x.shape[0] > 16):
+            step = 8
+        else:
+            step = 16
+        for i in pypto.loop(0, x.shape[0], step):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i, 0])), [i, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=x_out(32, 64))
+def loop_bounds_from_if_branches(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        if x.shape[0] > 16:
+            blocks = x.shape[0] // 8
+        else:
+            blocks = 1
+        for i in pypto.loop(blocks):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+    return kernel
+
+
+# --- one parameter written and read in one graph ------------------------------------------------------------
+@probe("ok", inputs=x_out(8, 64))
+def graph_write_read_write(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+        doubled = pypto.add(out, out)
+        out[:] = doubled
+    return kernel
+
+
+@probe("C-GRAPH-01", inputs=lambda: [rand(8, 64)], outputs=(0,))
+def graph_read_then_assemble(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(x), [0, 0], x)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64), zeros(8, 64)], outputs=(1, 2))
+def graph_write_then_read(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), y: pypto.Tensor([8, 64], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        y[:] = pypto.exp(x)
+        out[:] = pypto.add(y, 1.0)
+    return kernel
+
+
+@probe("C-GRAPH-01", inputs=x_out(16, 64))
+def graph_assemble_read_assemble(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [0, 0])), [0, 0], out)
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [8, 0])), [8, 0], out)
+        pypto.assemble(pypto.add(out, 1.0), [0, 0], out)
+    return kernel
+
+
+# --- two parameters over one memory --------------------------------------------------------------------------
+def _aliased(rows=32, cols=64):
+    def make():
+        x = rand(rows, cols)
+        return [x, x]
+    return make
+
+
+@probe("C-ALIAS-01", inputs=_aliased(), outputs=(0,), device_garbage="pypto's CPU run reads every row as the caller "
+       "passed it, where an in-order run reads rows 0-15 after iterations 0-1 wrote them (measured); on a device "
+       "the order of the two is a race")
+def alias_rows_written_by_another_iteration(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 64], pypto.DT_FP32), y: pypto.Tensor([32, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(4):
+            source = pypto.view(x, [8, 64], [(3 - i) * 8, 0])
+            pypto.assemble(pypto.exp(source), [i * 8, 0], y)
+    return kernel
+
+
+@probe("ok", inputs=_aliased(), outputs=(0,))
+def alias_in_place_rows(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([32, 64], pypto.DT_FP32), y: pypto.Tensor([32, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(4):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], y)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64), zeros(8, 64)], outputs=(1, 2))
+def graph_assemble_then_read(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), y: pypto.Tensor([8, 64], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.exp(x), [0, 0], y)
+        out[:] = pypto.add(y, 1.0)
+    return kernel
+
+
+@probe("C-GRAPH-02", inputs=lambda: [rand(8, 64), zeros(8, 64)], outputs=(1,))
+def graph_move_then_assemble(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+        pypto.assemble(pypto.add(x, 1.0), [0, 0], out)
+    return kernel
+
+
+def _blocks_by_cond(pypto, x):
+    """A plain helper (not parsed by pypto: Python runs it) choosing a loop bound by pypto.cond."""
+    if pypto.cond(x.shape[0] > 16):
+        blocks = x.shape[0] // 8
+    else:
+        blocks = 1
+    return blocks
+
+
+@probe("ok", inputs=x_out(32, 64))
+def loop_bounds_from_cond_in_helper(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(_blocks_by_cond(pypto, x)):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], out)
+    return kernel

@@ -166,3 +166,16 @@ def round_int_ref(values, mode: str, lo: int, hi: int) -> list[int]:
             raise ValueError(mode)
         result.append(max(lo, min(hi, n)))
     return result
+
+
+def recorder_output(script: str, *args: str, timeout: int = 300):
+    """Run ``scripts/<script>`` with ``args`` (a recorder's live mode, real pypto) and return
+    the JSON its last stdout line holds."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+    path = pathlib.Path(__file__).parents[1] / "scripts" / script
+    done = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -22,8 +22,8 @@ def rand(shape, dtype=torch.float32, seed=0):
 
 # --- control and configuration ----------------------------------------------------------
 def test_cond_is_the_runtime_truth_of_its_scalar():
-    assert pypto.cond(3) is True and pypto.cond(0) is False
-    assert pypto.cond(pypto.SymbolicScalar("n", 0)) is False
+    assert bool(pypto.cond(3)) is True and bool(pypto.cond(0)) is False
+    assert bool(pypto.cond(pypto.SymbolicScalar("n", 0))) is False
     with pytest.raises(ValueError, match="file and lineno"):
         pypto.cond(1, file="kernel.py")
 

@@ -28,7 +28,7 @@ import ptogym.interp as pypto
 from ptogym.interp import CHECKS, ConstraintViolation, ConstraintWarning, checks, lenient, runtime
 from ptogym.interp.platform import platform as interp_platform
 from check_probes import PROBES
-from interp_helpers import assert_same
+from interp_helpers import assert_same, recorder_output
 
 F32, BF16 = pypto.DT_FP32, pypto.DT_BF16
 
@@ -498,6 +498,29 @@ def graph_assemble_then_view():
 
 
 @pypto.frontend.jit
+def graph_kernel_3(x: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    pypto.assemble(pypto.exp(x), [0, 0], x)  # MARK: graph_read_then_assemble
+
+
+@case("C-GRAPH-01", "parameter 'x' is assembled into after being read")
+def graph_read_then_assemble():
+    graph_kernel_3(r(8, 64))
+
+
+@pypto.frontend.jit
+def graph_kernel_4(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.exp(x)
+    out[0:4, :] = pypto.view(x, [4, 64], [4, 0])  # MARK: graph_move_then_assemble
+
+
+@case("C-GRAPH-02", "parameter 'out': __setitem__ after a move into it")
+def graph_move_then_assemble():
+    graph_kernel_4(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
 def uninitialised_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
     acc = pypto.tensor([8, 64], F32, "acc")
@@ -823,6 +846,115 @@ def syntax_while():
         out[:] = x
 
 
+# --- C-FRONT / A-FRONT: the frontend's signatures ------------------------------------------------------
+@case("C-FRONT-01", "pypto.frontend.jit() got unexpected keyword argument(s) ['fast_math']")
+def front_jit_option():
+    @pypto.frontend.jit(fast_math=True)  # MARK: front_jit_option
+    def kernel(x: pypto.Tensor([8, 64], F32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        x[:] = pypto.exp(x)
+
+
+@pypto.frontend.function
+def add_into(x, out):
+    out[:] = pypto.add(x, x)
+
+
+@pypto.frontend.jit
+def keyword_call_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    add_into(x, out=out)  # MARK: front_keyword_call
+
+
+@case("C-FRONT-02", "add_into(..., out=...): keyword arguments")
+def front_keyword_call():
+    keyword_call_kernel(z(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
+def ifexp_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    step = 8 if x.shape[0] > 16 else 1  # MARK: syntax_conditional_expression
+    for i in pypto.loop(0, x.shape[0], step):
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i, 0])), [i, 0], out)
+
+
+@case("C-SYNTAX-01", "a conditional expression (`a if c else b`) or assert on runtime value (x.shape[0]>16) (= 1)")
+def syntax_conditional_expression():
+    ifexp_kernel(z(32, 64), z(32, 64))
+
+
+@pypto.frontend.jit
+def countdown_kernel(x: pypto.Tensor([16, 64], F32), out: pypto.Tensor([16, 64], F32)):
+    pypto.set_vec_tile_shapes(1, 64)
+    out[:] = pypto.neg(x)
+    for i in pypto.loop(15, -1, -1):  # MARK: loop_negative_step
+        pypto.assemble(pypto.exp(pypto.view(x, [1, 64], [i, 0])), [i, 0], out)
+
+
+@advice_case("A-LOOP-03", "pypto.loop(15, -1, -1): step -1 < 0", "would run 16")
+def loop_negative_step():
+    x, out = r(16, 64), z(16, 64)
+    countdown_kernel(x, out)
+    assert torch.equal(out, -x)  # no iteration ran, as in pypto
+
+
+@pypto.frontend.jit
+def misspelt_loop_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i in pypto.loop(1, name="L", idx_nme="row"):  # MARK: front_loop_keyword
+        out[:] = pypto.exp(x)
+
+
+@advice_case("A-FRONT-01", "pypto.loop(..., idx_nme=...): pypto ignores this keyword")
+def front_loop_keyword():
+    misspelt_loop_kernel(r(8, 64), z(8, 64))
+
+
+# --- C-ALIAS: two parameters over one memory ---------------------------------------------------------
+@pypto.frontend.jit
+def reversed_rows_kernel(x: pypto.Tensor([32, 64], F32), y: pypto.Tensor([32, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    for i in pypto.loop(4):
+        source = pypto.view(x, [8, 64], [(3 - i) * 8, 0])  # MARK: alias_read_after_write
+        pypto.assemble(pypto.exp(source), [i * 8, 0], y)
+
+
+@case("C-ALIAS-01", "view of 'x': 2048 byte(s) read through 'x' were written through 'y'")
+def alias_read_after_write():
+    x = r(32, 64)
+    reversed_rows_kernel(x, x)
+
+
+def test_aliased_in_place_rows_and_distinct_tensors_pass():
+    x = r(32, 64)
+    expected = torch.exp(torch.flip(x.view(4, 8, 64), [0]).reshape(32, 64))
+    separate = torch.zeros(32, 64)
+    reversed_rows_kernel(x.clone(), separate)  # two memories: nothing shared
+    assert torch.equal(separate, expected)
+
+    @pypto.frontend.jit
+    def in_place(x: pypto.Tensor([32, 64], F32), y: pypto.Tensor([32, 64], F32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for i in pypto.loop(4):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], y)
+
+    shared = x.clone()
+    in_place(shared, shared)  # each iteration reads and writes its own rows: an in-place update
+    assert torch.equal(shared, torch.exp(x))
+
+
+def test_aliases_are_found_by_bytes_of_one_memory():
+    from ptogym.interp.aliasing import find_aliases
+    base = torch.zeros(32, 64)
+    top, bottom, middle = base[:16], base[16:], base[8:24]
+    assert find_aliases(["a", "b"], [top, bottom]) == {}  # one storage, disjoint bytes
+    found = find_aliases(["a", "b", "c"], [top, bottom, middle])
+    assert sorted(found) == [0, 1, 2] and found[0].memory is found[2].memory
+    assert found[2].base - found[0].base == 8 * 64 * 4  # middle starts 8 rows into top
+    assert find_aliases(["a", "b"], [torch.zeros(4, 64), torch.empty(4, 64, device="meta")]) == {}
+
+
 # --- the tests ----------------------------------------------------------------------------------------
 def test_every_check_has_a_case():
     assert {c.check_id for c in CASES} == set(CHECKS)
@@ -1014,7 +1146,8 @@ def test_probe_agrees_with_real_pypto(name):
             assert_same(tensors[index], want)
 
 
-LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_else"]
+LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_else", "front_function_keyword_call",
+        "graph_read_then_assemble"]
 
 
 @pytest.mark.pypto
@@ -1022,11 +1155,6 @@ LIVE = ["annotation_dynamic_ellipsis", "api_broadcast_lower_rank", "syntax_for_e
 @pytest.mark.parametrize("name", LIVE)
 def test_recorded_verdicts_still_hold_live(name):
     """A few probes through real pypto now (one process each, as the recorder runs them)."""
-    import subprocess
-    import sys
-    script = pathlib.Path(__file__).parents[1] / "scripts" / "record_check_fixtures.py"
-    done = subprocess.run([sys.executable, str(script), "--child", name], capture_output=True, text=True, timeout=170)
-    assert done.returncode == 0, done.stderr[-2000:]
-    live, recorded = json.loads(done.stdout.strip().splitlines()[-1]), RECORDED[name]
+    live, recorded = recorder_output("record_check_fixtures.py", "--child", name, timeout=170), RECORDED[name]
     assert live["verdict"] == recorded["verdict"]
     assert live.get("outputs") == recorded.get("outputs")  # bit for bit

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import ptogym.interp as pypto
+from ptogym.interp import ConstraintViolation
 from ptogym.interp.platform import PROFILES, platform as interp_platform
 from interp_helpers import assert_same, round_float_ref, round_int_ref, run_op, ulp_distance
 
@@ -129,7 +130,9 @@ def test_compare(name, dtype):
     assert ref.any() and not ref.all()
     got = run_op(op, [a, b], ref)
     assert_same(got, ref)
-    assert_same(run_op(lambda x: op(x, 1), [a], ref_op(a, 1)), ref_op(a, 1))
+    assert_same(run_op(lambda x: op(x, 1.0), [a], ref_op(a, 1.0)), ref_op(a, 1.0))
+    with pytest.raises(ConstraintViolation, match="not a Python int"):  # pypto: TypeError (result_dtypes fixture)
+        run_op(lambda x: op(x, 1), [a], ref_op(a, 1))
 
 
 def test_compare_operators_and_greater():
@@ -706,7 +709,7 @@ def test_scatter_update_value_is_what_it_was_at_the_scatter():
         first = pypto.scatter_update(cache, -2, index, rows)
         cache.move(pypto.scatter_update(cache, -2, index, pypto.mul(rows, 2.0)))  # writes only two rows
         second = pypto.scatter_update(cache, -2, index, rows)
-        pypto.assemble(pypto.full([2, 64], -1.0, pypto.DT_FP32), [0, 0], rows)
+        rows.move(pypto.full([2, 64], -1.0, pypto.DT_FP32))  # (an assemble after the reads: F21007 in pypto)
         before_move.move(first)
         before_rows.move(second)
 

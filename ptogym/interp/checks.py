@@ -51,7 +51,8 @@ CHECKS = {
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
     "C-LOOP-07": "is_loop_begin/is_loop_end take a loop index of an enclosing pypto.loop",
-    "C-LOOP-09": "a loop's step must be non-zero and loop_unroll factors non-zero ints",
+    "C-LOOP-09": "a loop's step must be non-zero (and not negative below its stop: pypto never finishes either) "
+                 "and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
     "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 * dtype bytes 32-byte "
@@ -66,7 +67,14 @@ CHECKS = {
                   "data is smaller the result is undefined on the device (floats carry NaN there; integer and bool "
                   "results are refused)",
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
-    "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled (graph cycle)",
+    "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled into, nor assembled into after it is "
+                  "read (graph cycle, pypto: F21007 \"Operation already in a group\")",
+    "C-ALIAS-01": "two kernel arguments over one memory: an element written through one may not be read through "
+                  "the other, nor read in one loop iteration and written through the other in another (pypto "
+                  "does not order accesses through different parameters: the result depends on scheduling)",
+    "C-GRAPH-02": "one parameter is written either by moves (out[:] = v, out.move(v)) or by assembles "
+                  "(pypto.assemble, out[a:b] = v), not both (pypto: F21005 \"mix assemble and common operation for "
+                  "same output\")",
     "C-MEM-01": "a pypto.tensor must be written before it is read",
     "C-API-01": "elementwise operands must share one dtype",
     "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8 -> int32/fp32/fp16/bf16, fp8 via "
@@ -75,10 +83,17 @@ CHECKS = {
                 "each operand expanding on one axis at most",
     "C-API-06": "invalid argument value for a PyPTO op",
     "C-API-07": "the op does not accept this operand dtype (pypto 0.2.0 rejects the kernel)",
-    "C-SYNTAX-01": "a jit kernel uses only what pypto's parser accepts: no nested def/lambda/class, while, "
-                   "break, continue, with, try, return, for-else, import, keyword-only parameters, no "
-                   "built-in min/max on runtime values, `if` tests that are a bool or a symbolic scalar (not an int, "
-                   "None or tensor), and no `from __future__ import annotations` in its module",
+    "C-SYNTAX-01": "a jit kernel (and a @pypto.frontend.function body) uses only what pypto's parser accepts: no "
+                   "nested def/lambda/class, while, break, continue, with, try, return, for-else, import, "
+                   "keyword-only parameters, no built-in min/max, conditional expression (`a if c else b`), "
+                   "and/or/not or assert on runtime values, `if` tests that are a bool or a symbolic scalar (not an "
+                   "int, None or tensor), and no `from __future__ import annotations` in its module",
+    "C-FRONT-01": "pypto.frontend.jit, pypto.frontend.function and pypto.cond take only pypto 0.2.0's parameters "
+                  "(jit: host/codegen/pass/runtime/verify/debug_options, infer_controlflow_shape, use_cache; "
+                  "function: none; cond: file and lineno together)",
+    "C-FRONT-02": "a kernel's and a function's tensor parameters come first, without defaults; a "
+                  "@pypto.frontend.function is called with every parameter, positionally, a Tensor for each "
+                  "pypto.Tensor annotation",
 }
 
 #: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.
@@ -93,6 +108,10 @@ ADVICE = {
     "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
     "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
                 "only when it feeds data outside every valid_shape)",
+    "A-LOOP-03": "a pypto.loop with a negative step runs zero times in pypto 0.2.0, whatever its bounds; count "
+                 "upwards and compute the index",
+    "A-FRONT-01": "pypto.loop / loop_unroll read only name, idx_name, unroll_list and submit_before_loop; pypto "
+                  "ignores any other keyword (a misspelt one, say) without a word",
     "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
                 "16-bit result",
 }

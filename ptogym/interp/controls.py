@@ -17,19 +17,21 @@ import torch
 
 from . import runtime
 from .config import set_cube_tile_shapes, set_options, set_vec_tile_shapes
+from .checks import violation
 from .dtypes import DT_FP32, DT_INT32, DT_INT64
 from .ops._common import Element
-from .symbolic import SymbolicScalar, value_of
+from .symbolic import IfBranch, SymbolicScalar, value_of
 from .tensor import Tensor
 
 SymInt = Union[int, SymbolicScalar]
 
 
-def cond(scalar, file: str | None = None, lineno: int | None = None) -> bool:
+def cond(scalar, file: str | None = None, lineno: int | None = None) -> IfBranch:
     """``if pypto.cond(x):`` - eagerly, whether the runtime value of ``x`` is non-zero."""
     if (file is None) ^ (lineno is None):
-        raise ValueError("file and lineno must be provided together or omitted")
-    return value_of(scalar) != 0
+        violation("C-FRONT-01", f"pypto.cond(..., file={file!r}, lineno={lineno!r}): file and lineno must be "
+                                f"given together or not at all (pypto: ValueError)")
+    return IfBranch(value_of(scalar) != 0)
 
 
 def set_matrix_size(size: list) -> None:

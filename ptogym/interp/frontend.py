@@ -21,9 +21,10 @@ import warnings
 import torch
 
 from . import dtypes, runtime
-from .checks import advise, exceeded, limit, violation
+from .aliasing import find_aliases
+from .checks import advise, exceeded, limit, user_location, violation
 from .runtime import KernelRun, LoopInfo, StorageRecord
-from .symbolic import SymbolicScalar, value_of
+from .symbolic import IfBranch, SymbolicScalar, value_of
 from .tensor import Tensor
 
 
@@ -75,11 +76,13 @@ def _kernel_definition(func):
     return definition
 
 
-def _check_parser_subset(func, definition) -> str:
+def _check_parser_subset(func, definition, *, kernel: bool = True) -> str:
     """C-SYNTAX-01: the kernel source must be something real pypto can parse.  Returns
-    the kernel's site, file:line of its ``def``."""
+    the kernel's site, file:line of its ``def``.  A ``@pypto.frontend.function`` body
+    (``kernel=False``) obeys the same rules, except that pypto reads its annotations
+    from the source, so ``from __future__ import annotations`` does not matter there."""
     filename = func.__code__.co_filename
-    if func.__code__.co_flags & __future__.annotations.compiler_flag:
+    if kernel and func.__code__.co_flags & __future__.annotations.compiler_flag:
         violation("C-SYNTAX-01", f"kernel {func.__name__} is defined under `from __future__ import annotations`: "
                                  f"pypto would then treat every tensor parameter as a scalar",
                   f"{filename}:{func.__code__.co_firstlineno}")
@@ -87,7 +90,8 @@ def _check_parser_subset(func, definition) -> str:
         return f"{filename}:{func.__code__.co_firstlineno}"
 
     def refuse(node, what):
-        violation("C-SYNTAX-01", f"{what} inside kernel {func.__name__} (pypto's parser refuses it)",
+        violation("C-SYNTAX-01", f"{what} inside {'kernel' if kernel else 'function'} {func.__name__} (pypto's "
+                                 f"parser refuses it)",
                   f"{filename}:{node.lineno}")
 
     arguments = definition.args
@@ -114,6 +118,11 @@ def _if_test(value, site: str) -> bool:
     refused there ("Test condition must be a symbolic scalar or boolean")."""
     if isinstance(value, SymbolicScalar):
         return bool(value.value)
+    if isinstance(value, IfBranch):
+        violation("C-SYNTAX-01", "`if pypto.cond(...)` in the kernel's own body: pypto's parser takes the symbolic "
+                                 "scalar itself there (`if x > 0:`), not the RecordIfBranch pypto.cond returns "
+                                 "(plain helper functions the kernel calls may use pypto.cond)", site)
+        return bool(value)
     if not isinstance(value, bool):
         violation("C-SYNTAX-01", f"`if` test is {type(value).__name__} {value!r}: pypto's parser takes only a "
                                  f"bool or a symbolic scalar (write e.g. `!= 0` or `is not None`)", site)
@@ -175,6 +184,35 @@ def _site_parts(site: str):
     return path, int(line)
 
 
+def _annotation(func, ann, scope: dict):
+    """A parameter's annotation, postponed ones (strings) evaluated in the function's scope."""
+    if isinstance(ann, str):
+        names = dict(func.__globals__)
+        names.update(scope)
+        names.update(inspect.getclosurevars(func).nonlocals)
+        ann = eval(ann, names)  # noqa: S307 - the kernel's own annotation text
+    return ann
+
+
+def _parameters(func, scope: dict, what: str, site: str) -> list:
+    """``(name, annotation, is_tensor)`` per parameter, in order, with pypto's rules on a
+    kernel's and a function's signature (parser.py ``_parse_arguments_with_specs``, C-FRONT-02):
+    tensor parameters come first and have no default value."""
+    params, seen_scalar = [], None
+    for param in inspect.signature(func).parameters.values():
+        ann = _annotation(func, param.annotation, scope)
+        is_tensor = isinstance(ann, Tensor)
+        if is_tensor and seen_scalar:
+            violation("C-FRONT-02", f"{what} {func.__name__}: tensor parameter {param.name!r} after non-tensor "
+                                    f"parameter {seen_scalar!r} (pypto: non-tensor parameters come last)", site)
+        if is_tensor and param.default is not inspect.Parameter.empty:
+            violation("C-FRONT-02", f"{what} {func.__name__}: tensor parameter {param.name!r} has a default value "
+                                    f"(pypto allows defaults on non-tensor parameters only)", site)
+        seen_scalar = seen_scalar or (None if is_tensor else param.name)
+        params.append((param.name, ann, is_tensor))
+    return params
+
+
 class JitKernel:
     """A ``@pypto.frontend.jit`` kernel; options are accepted and kept in ``options``."""
 
@@ -187,24 +225,10 @@ class JitKernel:
         self._run = _with_checked_if_tests(func, definition)
         _warn_npu_only(options, self.site)
         self.signature = inspect.signature(func)
-        self.tensor_params, self.scalar_params = self._split_params()
+        params = _parameters(func, self.scope, "kernel", self.site)
+        self.tensor_params = [(name, ann) for name, ann, is_tensor in params if is_tensor]
+        self.scalar_params = [(name, ann) for name, ann, is_tensor in params if not is_tensor]
         functools.update_wrapper(self, func)
-
-    def _annotation(self, param):
-        ann = param.annotation
-        if isinstance(ann, str):  # postponed annotations: resolve in the kernel's scope
-            scope = dict(self.func.__globals__)
-            scope.update(self.scope)
-            scope.update(inspect.getclosurevars(self.func).nonlocals)
-            ann = eval(ann, scope)  # noqa: S307 - the kernel's own annotation text
-        return ann
-
-    def _split_params(self):
-        tensors, scalars = [], []
-        for param in self.signature.parameters.values():
-            ann = self._annotation(param)
-            (tensors if isinstance(ann, Tensor) else scalars).append((param.name, ann))
-        return tensors, scalars
 
     def __call__(self, *args, **kwargs):
         n = len(self.tensor_params)
@@ -237,21 +261,17 @@ class JitKernel:
                 violation("C-ARG-02", f"{self.__name__}({name}=...): non-contiguous tensor (strides {arg.stride()})")
             params.append(self._bind_one(run, name, spec, arg))
         run.device = device
+        for index, alias in find_aliases([name for name, _ in self.tensor_params], list(args)).items():
+            params[index].record.alias = alias
         return params
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
         """A parameter shaped like its argument, with the annotation's dynamic axes symbolic.
         The rank rule is pypto's: ``Tensor()`` takes any rank, a list of DYNAMIC/STATIC/ints
         (optionally ending in ``...``) or ``[]`` at least its length, int/symbol shapes exactly."""
-        expected = spec.dtype
-        if expected is not None and arg.dtype != expected.torch:
-            violation("C-ARG-01", f"{self.__name__}({name}=...): dtype {arg.dtype}, annotation says {expected}")
-        rule = _rank_rule(spec.spec_shape)
+        _check_annotation(f"{self.__name__}({name}=...)", spec, list(arg.shape), dtypes.from_torch(arg.dtype),
+                          str(arg.dtype))
         dims = [d for d in spec.shape if d is not Ellipsis]
-        if (rule == "exact" and len(dims) != arg.dim()) or (rule == "at least" and len(dims) > arg.dim()):
-            violation("C-ARG-01", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
-                                  f"{_fmt_spec(spec.shape)} needs rank {'>= ' if rule == 'at least' else ''}"
-                                  f"{len(dims)}")
         shape = []
         for axis, size in enumerate(arg.shape):
             dim = dims[axis] if axis < len(dims) else STATIC
@@ -276,6 +296,22 @@ class JitKernel:
                        _region=tuple(slice(0, n) for n in arg.shape))
         param.owns_storage = True
         return param
+
+
+def _check_annotation(call: str, spec: Tensor, shape: list, dtype, dtype_shown: str, site: str | None = None) -> None:
+    """C-ARG-01: an argument's dtype and rank against its ``pypto.Tensor`` annotation (a jit
+    kernel's torch argument, or a tensor passed to a ``@pypto.frontend.function``)."""
+    if spec.dtype is not None and dtype is not spec.dtype:
+        violation("C-ARG-01", f"{call}: dtype {dtype_shown}, annotation says {spec.dtype}", site)
+    rule = _rank_rule(spec.spec_shape)
+    dims = [d for d in spec.shape if d is not Ellipsis]
+    if (rule == "exact" and len(dims) != len(shape)) or (rule == "at least" and len(dims) > len(shape)):
+        violation("C-ARG-01", f"{call}: rank {len(shape)} {_fmt_shape(shape)}, annotation {_fmt_spec(spec.shape)} "
+                              f"needs rank {'>= ' if rule == 'at least' else ''}{len(dims)}", site)
+
+
+def _fmt_shape(shape) -> str:
+    return "[" + ", ".join(str(value_of(d)) for d in shape) + "]"
 
 
 def _rank_rule(spec_shape) -> str:
@@ -307,29 +343,85 @@ def _to_torch(result):
     return result
 
 
-def jit(func=None, **options):
-    """``@pypto.frontend.jit`` / ``@pypto.frontend.jit(**options)``."""
+def jit(func=None, *, host_options=None, codegen_options=None, pass_options=None, runtime_options=None,
+        verify_options=None, debug_options=None, infer_controlflow_shape=None, use_cache=True, **unknown):
+    """``@pypto.frontend.jit`` / ``@pypto.frontend.jit(...)`` with pypto 0.2.0's keyword set
+    (``**unknown`` only names the refusal: pypto raises TypeError for any other keyword)."""
+    site = user_location()
+    _refuse_unknown("pypto.frontend.jit", unknown, site)
+    options = {name: value for name, value in (
+        ("host_options", host_options), ("codegen_options", codegen_options), ("pass_options", pass_options),
+        ("runtime_options", runtime_options), ("verify_options", verify_options),
+        ("debug_options", debug_options)) if value is not None}
     frame = sys._getframe(1)
     scope = {} if frame.f_locals is frame.f_globals else dict(frame.f_locals)
-    if func is None:
-        return lambda f: JitKernel(f, options, scope)
-    return JitKernel(func, options, scope)
+
+    def decorate(f):
+        if not inspect.isfunction(f):
+            violation("C-FRONT-01", f"pypto.frontend.jit applied to {type(f).__name__} {f!r}: the decorator takes "
+                                    f"a function (options are keyword arguments)", site)
+        return JitKernel(f, options, scope)
+    return decorate if func is None else decorate(func)
 
 
-def function(func=None, **options):
-    """``@pypto.frontend.function``: inlined into the calling kernel; tensor args only."""
-    def wrap(f):
-        body = _with_checked_if_tests(f, _kernel_definition(f))
+def _refuse_unknown(what: str, unknown: dict, site: str) -> None:
+    if unknown:
+        violation("C-FRONT-01", f"{what}() got unexpected keyword argument(s) {sorted(unknown)} (pypto: TypeError)",
+                  site)
 
-        @functools.wraps(f)
-        def inlined(*args, **kwargs):
-            for value in (*args, *kwargs.values()):
-                if not isinstance(value, Tensor):
-                    violation("C-API-06", f"@pypto.frontend.function {f.__name__}: argument {value!r} is not a "
-                                          f"Tensor; functions take tensor parameters only")
-            return body(*args, **kwargs)
-        return inlined
-    return wrap if func is None else wrap(func)
+
+def function(func=None, **unknown):
+    """``@pypto.frontend.function`` / ``@pypto.frontend.function()``: a function whose body is
+    inlined where a kernel calls it (pypto 0.2.0 takes no options)."""
+    _refuse_unknown("pypto.frontend.function", unknown, user_location())
+    return NestedFunction if func is None else NestedFunction(func)
+
+
+class NestedFunction:
+    """A ``@pypto.frontend.function``, called as pypto's parser inlines it
+    (parser.py ``_try_nested_call``): every parameter passed positionally, tensors where
+    the annotation is a ``pypto.Tensor`` (matching it), anything elsewhere; the body is
+    parsed like a kernel's and returns nothing (results go through out parameters)."""
+
+    def __init__(self, func):
+        self.func = func
+        self._body = None  # checked on the first call, as pypto parses the body where it is called
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args, **kwargs):
+        site = user_location()
+        name = self.func.__name__
+        if kwargs:
+            violation("C-FRONT-02", f"{name}(..., {', '.join(f'{k}=...' for k in kwargs)}): keyword arguments in a "
+                                    f"call of a @pypto.frontend.function (pypto's parser refuses them)", site)
+        if self._body is None:
+            definition = _kernel_definition(self.func)
+            _check_parser_subset(self.func, definition, kernel=False)
+            self._params = _parameters(self.func, {}, "@pypto.frontend.function", site)
+            self._body = _with_checked_if_tests(self.func, definition)
+        if len(args) + len(kwargs) != len(self._params):
+            violation("C-FRONT-02", f"{name}: called with {len(args) + len(kwargs)} argument(s), it has "
+                                    f"{len(self._params)} parameter(s) (pypto passes every one, defaults are not "
+                                    f"used)", site)
+        for (param, ann, is_tensor), value in zip(self._params, args):
+            _check_function_argument(name, param, ann, is_tensor, value, site)
+        return self._body(*args, **kwargs)
+
+
+def _check_function_argument(function_name: str, param: str, ann, is_tensor: bool, value, site: str) -> None:
+    """A tensor parameter takes a Tensor that matches its annotation; any other takes
+    anything (pypto 0.2.0 compares an ``int``/``bool`` parameter's default, not its
+    annotation, so those accept any value: measured)."""
+    if not is_tensor:
+        return
+    call = f"{function_name}({param}=...)"
+    if not isinstance(value, Tensor):
+        violation("C-FRONT-02", f"{call}: got {type(value).__name__} {value!r} for a pypto.Tensor parameter", site)
+        return
+    _check_annotation(call, ann, value.shape, value.dtype, str(value.dtype), site)
+    for axis, (dim, size) in enumerate(zip([d for d in ann.shape if d is not Ellipsis], value.shape)):
+        if _is_int(dim) and _is_int(size) and dim != size:
+            violation("C-ARG-01", f"{call}: axis {axis} is {size}, annotation says {dim}", site)
 
 
 # --- loops ------------------------------------------------------------------------------
@@ -344,15 +436,17 @@ def _range(args):
 
 
 def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_list=None,
-         submit_before_loop: bool = False):
+         submit_before_loop: bool = False, **ignored):
     """``for i in pypto.loop(stop)`` / ``loop(start, stop[, step])``: i is a symbolic
-    index carrying its value."""
+    index carrying its value.  pypto reads only these keywords and ignores the rest."""
+    _advise_ignored("pypto.loop", ignored)
     start, stop, step = (value_of(v) for v in _range(args))
     if step == 0:
         violation("C-LOOP-09", f"pypto.loop({', '.join(_fmt_arg(a) for a in args)}): step 0")
         return
-    values = range(start, stop, step)
-    _check_trip_count(f"pypto.loop({', '.join(_fmt_arg(a) for a in args)})", len(values))
+    call = f"pypto.loop({', '.join(_fmt_arg(a) for a in args)})"
+    values = _indices(start, stop, step, call)
+    _check_trip_count(call, len(values))
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
     with _loop_body() as count_iteration:
@@ -361,10 +455,30 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
             yield SymbolicScalar(v, label, loop=info)
 
 
+def _indices(start: int, stop: int, step: int, call: str) -> range:
+    """The indices a pypto loop runs: ``range(start, stop, step)`` for a positive step.  With
+    a negative one pypto 0.2.0 counts upwards from ``start`` while the index is below
+    ``stop`` (measured): zero times when ``start >= stop`` (A-LOOP-03), never ending else."""
+    if step > 0:
+        return range(start, stop, step)
+    if start < stop:
+        violation("C-LOOP-09", f"{call}: step {step} < 0 with start {start} < stop {stop}: pypto never finishes")
+    else:
+        advise("A-LOOP-03", f"{call}: step {step} < 0, so pypto runs it zero times "
+                            f"(range({start}, {stop}, {step}) would run {len(range(start, stop, step))})")
+    return range(0)
+
+
 def _check_trip_count(call: str, trips: int) -> None:
     """L-LOOP-01: refuse, before its first iteration, a loop the interpreter could not finish."""
     if trips > limit("L-LOOP-01"):
         exceeded("L-LOOP-01", f"{call}: {trips} iterations > {limit('L-LOOP-01')}")
+
+
+def _advise_ignored(what: str, ignored: dict) -> None:
+    if ignored:
+        advise("A-FRONT-01", f"{what}(..., {', '.join(f'{k}=...' for k in ignored)}): pypto ignores "
+                             f"{'this keyword' if len(ignored) == 1 else 'these keywords'}")
 
 
 @contextlib.contextmanager
@@ -387,11 +501,12 @@ def _loop_body():
 
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
-                submit_before_loop: bool = False):
+                submit_before_loop: bool = False, **ignored):
     """Yield ``(index, factor)`` pairs, with pypto's arithmetic: factors largest first
     (1 added), each a sub-loop ``loop(begin, stop - left, step * factor)`` where
     ``left = (stop - start) % (step * factor)`` and the next begins at ``stop - left``.
     ``is_loop_begin``/``is_loop_end`` refer to the first/last index of the sub-loop."""
+    _advise_ignored("pypto.loop_unroll", ignored)
     start, stop, step = (value_of(v) for v in _range(args))
     call = f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list={list(unroll_list)})"
     bad = [f for f in unroll_list if not _is_int(f) or f == 0]
@@ -407,10 +522,10 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     for factor in factors:
         stride = step * factor
         left = (stop - start) % stride
-        plan.append((factor, stride, range(begin, stop - left, stride)))
+        plan.append((factor, stride, _indices(begin, stop - left, stride, call) if factor > 0 else range(0)))
         begin = stop - left
     covered = [i + k * step for _, stride, indices in plan for i in indices for k in range(stride // step)]
-    if covered != list(range(start, stop, step)):
+    if step > 0 and covered != list(range(start, stop, step)):
         advise("A-LOOP-01", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
                             f"{list(unroll_list)}) runs iterations {covered[:12]}{'...' if len(covered) > 12 else ''}"
                             f" instead of range({start}, {stop}, {step})")

@@ -28,9 +28,11 @@ class StorageRecord:
     shape: tuple
     viewed: bool = False
     assembled: bool = False
+    write_kinds: set = field(default_factory=set)  # "move" (out[:] = v, out.move(v)) / "assemble" (C-GRAPH-02)
     read: bool = False
     written: torch.Tensor | None = None
     fully_written: bool = False
+    alias: object = None  # aliasing.Alias: a parameter whose memory the caller passed for another too
 
     def __post_init__(self):
         self.whole = tuple(slice(0, n) for n in self.shape)  # the region of the whole storage
@@ -78,7 +80,7 @@ class LoopInfo:
 class KernelRun:
     name: str
     loop_depth: int = 0  # pypto.loop / loop_unroll bodies currently executing
-    loop_iterations: int = 0  # iterations of every loop so far (checks.LIMITS L-LOOP-02)
+    loop_iterations: int = 0  # loop iterations begun so far: the L-LOOP-02 budget, and the stamp of accesses to aliased parameters
     vec_tile: tuple | None = None
     cube_tile: tuple | None = None  # ((m0, m1), (k0, k1), (n0, n1), split_k)
     options: dict = field(default_factory=dict)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dis
 import linecache
 import operator
+import os
 import re
 import sys
 
@@ -78,15 +79,25 @@ class SymbolicScalar:
         return self.value
 
     def __bool__(self) -> bool:
-        """Only an ``if``/``elif`` test (a conditional jump in the caller) may test a
-        runtime value: pypto's parser compiles it into a runtime condition.  Anything
-        else (``bool()``, built-in ``min``/``max``, ``sorted``) needs the value while
-        the graph is built, which pypto refuses ("Not concrete value")."""
-        caller = sys._getframe(1)
-        if "JUMP" in dis.opname[caller.f_code.co_code[caller.f_lasti]]:
+        """pypto's parser branches on a runtime value only as a whole ``if``/``elif`` test
+        (the frontend routes those around this method).  Whatever else needs its truth while
+        the graph is built - a conditional expression, ``and``/``or``/``not``, ``assert``,
+        ``bool()``, built-in ``min``/``max``, ``sorted`` - pypto refuses ("Not concrete value");
+        a constant is fine."""
+        if self.is_concrete():
             return bool(self.value)
+        caller = sys._getframe(1)
+        opname = dis.opname[caller.f_code.co_code[caller.f_lasti]]
         line = linecache.getline(caller.f_code.co_filename, caller.f_lineno)
-        if _BUILTIN_MIN_MAX.search(line):
+        branching = "JUMP" in opname or opname == "UNARY_NOT"
+        if branching and not _kernel_code(caller, line):  # no source to check (exec'd code), or not a kernel's
+            return bool(self.value)
+        if branching:
+            construct = _BRANCHING.get(opname, "a conditional expression (`a if c else b`) or assert")
+            violation("C-SYNTAX-01", f"{construct} on runtime value {self.expr} (= {self.value}): pypto's parser "
+                                     f"refuses it (\"Not concrete value\"); branch with an `if` statement on the "
+                                     f"value itself, or use pypto.min/pypto.max / .min()/.max()")
+        elif _BUILTIN_MIN_MAX.search(line):
             violation("C-SYNTAX-01", f"built-in min/max over runtime value {self.expr} (= {self.value}); pypto "
                                      f"refuses it (\"Not concrete value\"): use pypto.min/pypto.max or .min()/.max()")
         else:
@@ -103,7 +114,34 @@ class SymbolicScalar:
         return self.expr
 
 
+class IfBranch:
+    """What ``pypto.cond`` returns (pypto: a ``RecordIfBranch``): true when the scalar's
+    runtime value is non-zero.  Plain Python code a kernel calls may test it with ``if``;
+    the kernel's own ``if`` may not (pypto's parser takes a bool or a symbolic scalar
+    there, measured: C-SYNTAX-01)."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self, taken: bool):
+        self.taken = taken
+
+    def __bool__(self) -> bool:
+        return self.taken
+
+    def __repr__(self) -> str:
+        return f"IfBranch({self.taken})"
+
+
 _BUILTIN_MIN_MAX = re.compile(r"(?<![\w.])(min|max)\(")
+_BRANCHING = {"JUMP_IF_FALSE_OR_POP": "`and`/`or`", "JUMP_IF_TRUE_OR_POP": "`and`/`or`", "UNARY_NOT": "`not`"}
+_INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _kernel_code(frame, line: str) -> bool:
+    """Whether ``frame`` runs the user's code, with its source, while a kernel runs: where
+    pypto's parser would see the expression."""
+    from . import runtime
+    return bool(line) and runtime.in_kernel() and not frame.f_code.co_filename.startswith(_INTERP_DIR)
 
 
 def _value(x) -> int:

@@ -324,6 +324,8 @@ def _note_read(t: Tensor, region, how: str) -> None:
     if record is None:
         return
     record.read = True
+    if record.alias is not None:
+        _note_aliased(record, _compose(t.region, region), "read", f"{how} of {record.name!r}")
     if how == "view" and record.kind == "param":
         record.viewed = True
         if record.assembled:
@@ -395,9 +397,24 @@ def _note_write(dst: Tensor, region, op: str) -> None:
         return
     if record.kind == "param" and op != "element":  # SetTensorData is no assemble
         record.assembled = True
+        kind = "move" if op == "move" else "assemble"  # t[a:b] = v is an assemble in pypto
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
+        elif kind == "assemble" and record.read:  # a move after a read is fine (x[:] = f(x), measured)
+            violation("C-GRAPH-01", f"parameter {record.name!r} is assembled into after being read")
+        if record.write_kinds - {kind}:
+            violation("C-GRAPH-02", f"parameter {record.name!r}: {op} after {'a move' if kind == 'assemble' else 'an assemble'} "
+                                    f"into it (pypto F21005: \"mix assemble and common operation for same output\")")
+        record.write_kinds.add(kind)
+    if record.alias is not None:
+        _note_aliased(record, _compose(dst.region, region), "write", f"{op} into {record.name!r}")
     record.mark_written(_compose(dst.region, region), dst.data.device)
+
+
+def _note_aliased(record, region, access: str, what: str) -> None:
+    """C-ALIAS-01 bookkeeping of an access to a parameter that shares the caller's memory."""
+    alias = record.alias
+    getattr(alias.memory, access)(alias.slot, alias.offsets(region), runtime.current().loop_iterations, what)
 
 
 class ScatteredRows(Tensor):

@@ -195,4 +195,26 @@ def build_unroll(pypto, *, spec):
     return unroll
 
 
-BUILDERS = {"chain": build_chain, "accumulate": build_accumulate, "tiles_2d": build_tiles_2d, "unroll": build_unroll}
+def build_function_rows(pypto, *, spec):
+    """out = scale * op(x) in row blocks, each through a ``@pypto.frontend.function`` whose
+    non-tensor parameters are the block's row offset (symbolic) and the scale."""
+    p = Params(pypto, spec)
+
+    @pypto.frontend.function
+    def scaled_block(x, out, row, scale):
+        rows, cols = p.spec["rows"], p.shape[1]
+        block = pypto.view(x, [rows, cols], [row, 0], valid_shape=[pypto.min(rows, x.shape[0] - row), cols])
+        pypto.assemble(pypto.mul(getattr(pypto, p.spec["op"])(block), scale), [row, 0], out)
+
+    @pypto.frontend.jit
+    def function_rows(x: p.annotations[0], out: p.annotations[1]):
+        rows = p.spec["rows"]
+        pypto.set_vec_tile_shapes(rows, p.shape[1])
+        for i in pypto.loop((x.shape[0] + rows - 1) // rows):
+            scaled_block(x, out, i * rows, p.spec["scale"])
+
+    return function_rows
+
+
+BUILDERS = {"chain": build_chain, "accumulate": build_accumulate, "tiles_2d": build_tiles_2d, "unroll": build_unroll,
+            "function_rows": build_function_rows}

@@ -18,7 +18,7 @@ from ptogym.backends import get_backend
 from . import harness
 from .cases import all_cases
 from .corpus import BOUNDS, KNOWN
-from .generator import DrawnChoices, random_spec
+from .generator import DrawnChoices, random_area_spec, random_spec
 
 CASES = all_cases()
 HAVE_PYPTO = importlib.util.find_spec("pypto") is not None
@@ -93,9 +93,9 @@ def test_record_script_lists_and_summarises(capsys):
 
 # ------------------------------------------------------------------ properties of the interpreter
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_random_kernels_give_a_result_or_a_named_check(interp, data):
-    spec = random_spec(DrawnChoices(data))
+@given(st.data(), st.sampled_from([random_spec, random_area_spec]))
+def test_random_kernels_give_a_result_or_a_named_check(interp, data, generate):
+    spec = generate(DrawnChoices(data))
     outcome = harness.run(interp, spec)  # anything but a ConstraintViolation propagates and fails
     if outcome.accepted:
         assert [tuple(t.shape) for t in outcome.outputs] == [tuple(e["shape"]) for e in spec["outputs"]]

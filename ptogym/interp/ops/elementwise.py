@@ -62,6 +62,10 @@ def remainder(input, other):
 
 def _compare(op: str, fn):
     def compare(input, other):
+        if isinstance(other, int):  # bool too
+            violation("C-API-06", f"pypto.{op}(..., {other!r}): pypto's Compare takes a tensor, a float or an "
+                                  f"Element, not a Python int (TypeError: incompatible function arguments; "
+                                  f"write {float(other)!r})")
         return _binary(op, fn, input, other, result_dtype=DT_BOOL)
     compare.__name__ = op
     return compare

@@ -1,0 +1,102 @@
+"""Kernel arguments that share memory: which accesses make the result depend on scheduling.
+
+pypto orders a kernel's tasks by the tensors they read and write; two parameters are two
+tensors to it, even when the caller passed one memory for both.  So where an element is
+written through one parameter and read through another, nothing orders the two on a
+device (a race), and pypto's own CPU run gives other numbers than this eager, in-order
+interpreter (measured: probe ``alias_rows_written_by_another_iteration``).  C-ALIAS-01
+names such an access; reading and writing the same element through two aliases in one
+loop iteration stays allowed (an in-place update: the write needs the value read).
+
+``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it; a
+later sanitizer can reuse it for every tensor.
+"""
+from __future__ import annotations
+
+import torch
+
+from .checks import violation
+
+
+class SharedMemory:
+    """The bytes of one caller memory that several parameters cover: who last wrote each
+    byte and who read it (parameter slot, loop iteration stamp)."""
+
+    def __init__(self, nbytes: int, device):
+        self.writer = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
+        self.reader = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
+        self.read_in = torch.full((nbytes,), -1, dtype=torch.int64, device=device)
+        self.names: dict[int, str] = {}
+
+    def read(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
+        writers = self.writer[offsets]
+        foreign = (writers >= 0) & (writers != slot)
+        if bool(foreign.any()):
+            other = self.names[int(writers[foreign][0])]
+            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) read through {self.names[slot]!r} were "
+                                    f"written through {other!r}, which the caller passed over the same memory: "
+                                    f"pypto does not order the two (the result depends on scheduling)")
+        self.reader[offsets] = slot
+        self.read_in[offsets] = iteration
+
+    def write(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
+        readers = self.reader[offsets]
+        foreign = (readers >= 0) & (readers != slot) & (self.read_in[offsets] != iteration)
+        if bool(foreign.any()):
+            other = self.names[int(readers[foreign][0])]
+            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) written through {self.names[slot]!r} "
+                                    f"were read through {other!r} in another loop iteration, and the caller passed "
+                                    f"both over the same memory: pypto does not order the two (the result depends "
+                                    f"on scheduling)")
+        self.writer[offsets] = slot
+
+
+class Alias:
+    """One parameter's place in a ``SharedMemory``: its slot and first byte."""
+
+    __slots__ = ("memory", "slot", "base", "element_size", "shape")
+
+    def __init__(self, memory: SharedMemory, slot: int, name: str, base: int, arg: torch.Tensor):
+        self.memory, self.slot, self.base = memory, slot, base
+        self.element_size, self.shape = arg.element_size(), tuple(arg.shape)
+        memory.names[slot] = name
+
+    def offsets(self, region) -> torch.Tensor:
+        """The bytes of a region (a tuple of slices) of the parameter, in the shared memory."""
+        device = self.memory.writer.device
+        flat = torch.arange(_numel(self.shape), device=device).reshape(self.shape)[region].reshape(-1)
+        within = torch.arange(self.element_size, device=device)
+        return (self.base + flat[:, None] * self.element_size + within).reshape(-1)
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def find_aliases(names: list, args: list) -> dict:
+    """``{index: Alias}`` for the arguments whose memory overlaps another's (contiguous tensors;
+    meta tensors and empty ones have none)."""
+    spans = []
+    for index, arg in enumerate(args):
+        if arg.is_meta or arg.numel() == 0:  # no memory to share
+            continue
+        start = arg.untyped_storage().data_ptr() + arg.storage_offset() * arg.element_size()
+        spans.append((start, start + arg.numel() * arg.element_size(), index))
+    groups: list[list] = []
+    for span in sorted(spans):
+        if groups and span[0] < max(end for _, end, _ in groups[-1]):
+            groups[-1].append(span)
+        else:
+            groups.append([span])
+    aliases = {}
+    for group in groups:
+        if len(group) < 2:
+            continue
+        low, high = min(s for s, _, _ in group), max(e for _, e, _ in group)
+        memory = SharedMemory(high - low, args[group[0][2]].device)
+        for start, _, index in group:
+            aliases[index] = Alias(memory, index, names[index], start - low, args[index])
+    return aliases

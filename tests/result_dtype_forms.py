@@ -1,0 +1,93 @@
+"""Op forms whose result dtype and shape real pypto 0.2.0 infers while it builds the graph.
+
+Each form is an expression over inputs ``t0, t1, ...``; the inputs marked ``vary`` take
+every dtype of ``DTYPES`` (every combination when several vary), the others keep theirs
+(an index stays DT_INT32).  ``scripts/record_result_dtypes.py`` traces each combination
+through real pypto (no compile: the graph is recorded, the op's dtype rules run) and
+writes the result's dtype and shape, or the error, to
+``tests/fixtures/result_dtypes_pypto.json``; ``tests/test_result_dtypes.py`` runs the
+same expressions through ``ptogym.interp`` and compares.
+
+What this does not cover: rules pypto applies only in a compiler pass (after the graph is
+built), which the check probes (``check_probes.py``) record per kernel.
+"""
+from dataclasses import dataclass
+from itertools import product
+
+DTYPES = ("DT_FP32", "DT_FP16", "DT_BF16", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_UINT8", "DT_BOOL")
+S = [8, 64]
+
+
+@dataclass(frozen=True)
+class Form:
+    name: str
+    expression: str           # over t0, t1, ...; ``pypto`` is the namespace
+    shapes: tuple             # one per input
+    vary: tuple               # per input: True (takes every dtype) or its fixed dtype
+
+    def combinations(self) -> list:
+        varying = [i for i, v in enumerate(self.vary) if v is True]
+        combos = []
+        for chosen in product(DTYPES, repeat=len(varying)):
+            dts = [v if v is not True else None for v in self.vary]
+            for i, dt in zip(varying, chosen):
+                dts[i] = dt
+            combos.append(tuple(dts))
+        return combos
+
+
+def key(form: Form, dts: tuple) -> str:
+    return f"{form.name}|{','.join(dts)}"
+
+
+UNARY = ["abs", "ceil", "cos", "exp", "exp2", "expm1", "floor", "log", "log1p", "log2", "log10", "logical_not",
+         "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "trunc", "clone",
+         "isfinite", "signbit", "bitwise_not", "cbrt"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "fmod", "remainder", "pow", "eq", "ne", "lt", "le",
+          "gt", "ge", "logical_and", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+          "bitwise_right_shift", "hypot", "copysign", "gcd", "ceil_div"]
+WITH_SCALAR = ["add", "sub", "mul", "div", "maximum", "minimum", "fmod", "remainder", "pow", "eq", "ne", "lt", "le",
+               "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor"]
+REDUCTIONS = ["sum", "amax", "amin", "prod"]
+
+
+def _forms() -> list:
+    forms = []
+    for op in UNARY:
+        forms.append(Form(op, f"pypto.{op}(t0)", (S,), (True,)))
+    for op in BINARY:
+        forms.append(Form(op, f"pypto.{op}(t0, t1)", (S, S), (True, True)))
+    for op in WITH_SCALAR:
+        forms.append(Form(f"{op}_int_scalar", f"pypto.{op}(t0, 2)", (S,), (True,)))
+        forms.append(Form(f"{op}_float_scalar", f"pypto.{op}(t0, 2.5)", (S,), (True,)))
+    for op in REDUCTIONS:
+        forms.append(Form(op, f"pypto.{op}(t0, -1)", (S,), (True,)))
+        forms.append(Form(f"{op}_keepdim", f"pypto.{op}(t0, -1, keepdim=True)", (S,), (True,)))
+    for target in DTYPES:
+        forms.append(Form(f"cast_to_{target}", f"pypto.cast(t0, pypto.{target})", (S,), (True,)))
+    for out in ("DT_FP32", "DT_FP16", "DT_BF16", "DT_INT32"):
+        forms.append(Form(f"matmul_to_{out}", f"pypto.matmul(t0, t1, pypto.{out})", ([16, 32], [32, 16]),
+                          (True, True)))
+    forms += [
+        Form("where", "pypto.where(t0, t1, t2)", (S, S, S), (True, "DT_FP32", "DT_FP32")),
+        Form("where_values", "pypto.where(t0, t1, t2)", (S, S, S), ("DT_BOOL", True, True)),
+        Form("where_scalar", "pypto.where(t0, t1, 0.0)", (S, S), ("DT_BOOL", True)),
+        Form("softmax", "pypto.softmax(t0, -1)", (S,), (True,)),
+        Form("cumsum", "pypto.cumsum(t0, -1)", (S,), (True,)),
+        Form("tril", "pypto.tril(t0)", (S,), (True,)),
+        Form("transpose", "pypto.transpose(t0, 0, 1)", (S,), (True,)),
+        Form("unsqueeze", "pypto.unsqueeze(t0, 0)", (S,), (True,)),
+        Form("concat", "pypto.concat([t0, t1], 0)", (S, S), (True, True)),
+        Form("expand_clone", "pypto.expand_clone(t0, [8, 64])", ([8, 1],), (True,)),
+        Form("var", "pypto.var(t0, -1)", (S,), (True,)),
+        Form("clip", "pypto.clip(t0, 0, 1)", (S,), (True,)),
+        Form("lrelu", "pypto.lrelu(t0, 0.2)", (S,), (True,)),
+        Form("gather", "pypto.gather(t0, 1, t1)", (S, [8, 8]), (True, "DT_INT32")),
+        Form("index_select", "pypto.index_select(t0, 0, t1)", (S, [4]), (True, "DT_INT32")),
+        Form("argsort", "pypto.argsort(t0, -1, False)", (S,), (True,)),
+        Form("one_hot", "pypto.one_hot(t0, 16)", ([8],), (True,)),
+    ]
+    return forms
+
+
+FORMS = {form.name: form for form in _forms()}
