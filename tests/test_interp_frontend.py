@@ -726,17 +726,17 @@ def test_launcher_propagates_violations_and_lenient(tmp_path, launcher_sandbox):
         @pypto.frontend.jit
         def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
             pypto.set_vec_tile_shapes(8, 64)
-            out[:] = pypto.view(x, [8, 64], [4, 0])
+            pypto.assemble(pypto.view(x, [8, 64], [0, 0]), [4, 0], out)
 
         kernel(torch.ones(8, 64), torch.zeros(8, 64))
     """))
     with pytest.raises(ConstraintViolation) as info:
         launcher.main([str(script)])
-    assert info.value.check_id == "C-VIEW-01" and info.value.location == f"{script}:8"
+    assert info.value.check_id == "C-ASSEMBLE-01" and info.value.location == f"{script}:8"
     with pytest.warns(pypto.ConstraintWarning) as record:
         assert launcher.main(["--lenient", str(script)]) == 0
     ids = [str(w.message).split("]")[0].lstrip("[") for w in record]
-    assert ids == ["C-VIEW-01", "A-OUT-01"]  # clipped view, so half of out stays unwritten
+    assert ids == ["C-ASSEMBLE-01", "A-OUT-01"]  # clipped assemble, so half of out stays unwritten
     assert not checks.is_lenient()  # lenient only for the launched program
 
 

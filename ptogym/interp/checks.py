@@ -45,7 +45,6 @@ CHECKS = {
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
     "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
-    "C-VIEW-01": "a view or slice must lie inside its source unless valid_shape covers the overhang",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",
@@ -80,6 +79,9 @@ ADVICE = {
     "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
     "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
                 "only when it feeds data outside every valid_shape)",
+    "A-VIEW-01": "a view or slice should lie inside its source: pypto clips the part past the source's end (a "
+                 "view's valid shape is min(source valid extent - offset, view shape), on the device too), so "
+                 "the view holds less data than its shape says",
     "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
                 "16-bit result",
 }

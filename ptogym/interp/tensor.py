@@ -282,12 +282,13 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
         if start < 0 or extent < 0 or extent > size:
             violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)}, "
                                    f"valid {_fmt1(extent)}, shape {size}")
-        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial);
+        # past them pypto clips the view's valid shape (GetViewValidShapeDim), and so does the region below
         if start + extent > max(value_of(declared), n):
             source = [max(value_of(d), m) for d, m in zip(input._shape, input.data.shape)]
-            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
-                                   f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
-                                   f"valid_shape {_fmt(valid_shape)})")
+            advise("A-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
+                                f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
+                                f"valid_shape {_fmt(valid_shape)}): clipped to the source")
         region.append(slice(start, max(start, min(start + extent, n))))
     region = tuple(region)
     _note_read(input, region, "view")

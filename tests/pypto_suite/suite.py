@@ -1,0 +1,188 @@
+"""pypto 0.2.0's own test suite as a differential corpus: fixtures, classification, table.
+
+``scripts/record_pypto_suite.py`` runs every upstream test file (``python/tests`` of
+hicann/pypto at ``TAG``) under real pypto and under ``ptogym.interp``; this module
+turns the raw per-test logs into fixtures and verdicts.  A test is classified by
+what real pypto did with it on this CPU (the fixture) and what the interpreter did:
+
+* ``bitwise`` - both pass, and every tensor of every jit call is bit-identical;
+* ``within tolerance`` - both pass, some tensor differs (shown), within the test's
+  own comparison;
+* ``difference`` - pypto passes, the interpreter fails: a false rejection unless
+  listed in ``EXPECTED`` with its reason;
+* ``not CPU-runnable`` - real pypto does not pass it on a CPU (the reason: its
+  message), whatever the interpreter does.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from pypto_suite import records
+
+TAG = "r0.2.0"
+MIRROR = "/work/.mirror/hicann+pypto/repo"
+FIXTURES = Path(__file__).parent / "fixtures"
+WORK = Path.home() / ".cache" / "ptogym" / "pypto-suite"
+VERDICTS = Path(__file__).parent / "interp_verdicts.json"
+DOCS = Path(__file__).parents[2] / "docs" / "fidelity.md"
+TABLE_BEGIN, TABLE_END = "<!-- pypto-suite table: scripts/record_pypto_suite.py compare -->", "<!-- end pypto-suite table -->"
+FIXTURE_BUDGET_BYTES = 4 << 20
+
+#: CPU-runnable upstream tests the interpreter does not pass, each with its reason.
+EXPECTED: dict[str, str] = {}
+
+
+#: what the recorder extracts from the mirror: the suite, the root conftest.py it relies on
+#: (``duration_estimate``), the test-case helpers and model utilities its files import
+EXTRACTED = ("conftest.py", "python/tests", "framework/tests/cmake/scripts/helper", "models")
+SUITE_DIR = "python/tests/"
+
+
+def test_files(root: Path) -> list[str]:
+    """The suite's test files, as paths from the upstream repository's root."""
+    return sorted(str(p.relative_to(root)) for p in (root / SUITE_DIR).rglob("test_*.py"))
+
+
+def fixture_name(rel: str) -> str:
+    return rel.removeprefix(SUITE_DIR).removesuffix(".py").replace("/", "__")
+
+
+def read_log(log: Path) -> tuple[dict, list]:
+    """(finished tests by id, ids of tests started) of a raw log."""
+    done, started = {}, []
+    if log.exists():
+        for line in log.read_text().splitlines():
+            record = json.loads(line)
+            if "start" in record:
+                started.append(record["start"])
+            else:
+                done[record["test"]] = record
+    return done, started
+
+
+def write_fixture(rel: str, root: Path, done: dict) -> Path:
+    from importlib.metadata import version
+
+    FIXTURES.mkdir(parents=True, exist_ok=True)
+    source = (root / rel).read_bytes()
+    data = {"file": rel, "tag": TAG, "source_sha1": hashlib.sha1(source).hexdigest(),
+            "pypto_version": version("pypto"),
+            "tests": {test: {k: r[k] for k in ("outcome", "message", "calls")} for test, r in sorted(done.items())}}
+    path = FIXTURES / f"{fixture_name(rel)}.json"
+    path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
+    return path
+
+
+def load_fixtures() -> dict[str, dict]:
+    return {json.loads(p.read_text())["file"]: json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))}
+
+
+def not_runnable_reason(message: str) -> str:
+    """A short reason why real pypto does not pass a test on a CPU."""
+    text = message.splitlines()[0] if message else "no message"
+    return re.sub(r"0x[0-9a-f]+|/\S+/", "", text)[:120]
+
+
+def classify(recorded: dict, mine: dict | None) -> tuple[str, str]:
+    """(category, detail) of one test: see the module docstring."""
+    if recorded["outcome"] != "passed":
+        return "not CPU-runnable", not_runnable_reason(recorded["message"] or recorded["outcome"])
+    if mine is None:
+        return "difference", "not run by the interpreter"
+    if mine["outcome"] != "passed":
+        return "difference", f"interpreter {mine['outcome']}: {mine['message'].splitlines()[0] if mine['message'] else ''}"
+    if len(mine["calls"]) != len(recorded["calls"]):
+        return "difference", f"{len(mine['calls'])} jit calls vs pypto's {len(recorded['calls'])}"
+    verdicts = [records.compare_call(a, b) for a, b in zip(mine["calls"], recorded["calls"])]
+    differing = [v for v in verdicts if v != "bitwise"]
+    if not differing:
+        return "bitwise", f"{len(verdicts)} jit calls"
+    return "within tolerance", f"{len(differing)} of {len(verdicts)} calls: {differing[0]}"
+
+
+def compare_all(work: Path, patterns=()) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per upstream file, per test: the classification of the interpreter's run in ``work``."""
+    import fnmatch
+
+    result = {}
+    for rel, fixture in load_fixtures().items():
+        if patterns and not any(fnmatch.fnmatch(rel, p) for p in patterns):
+            continue
+        mine, _ = read_log(work / f"{fixture_name(rel)}.jsonl")
+        result[rel] = {test: classify(rec, mine.get(test)) for test, rec in fixture["tests"].items()}
+    return result
+
+
+def unexplained(results: dict) -> list[str]:
+    """Differences not in EXPECTED, and EXPECTED entries that no longer differ."""
+    problems = []
+    for tests in results.values():
+        for test, (category, detail) in tests.items():
+            if category == "difference" and test not in EXPECTED:
+                problems.append(f"{test}: {detail}")
+            elif test in EXPECTED and category != "difference":
+                problems.append(f"{test}: listed in EXPECTED but now {category}")
+    return problems
+
+
+def table(results: dict) -> str:
+    """The per-file Markdown table of docs/fidelity.md."""
+    lines = ["| upstream file | tests | pypto passes on CPU | bitwise | within tolerance | difference | "
+             "not CPU-runnable (why) |", "|---|---|---|---|---|---|---|"]
+    totals = collections.Counter()
+    for rel, tests in sorted(results.items()):
+        counts = collections.Counter(category for category, _ in tests.values())
+        reasons = collections.Counter(detail for category, detail in tests.values() if category == "not CPU-runnable")
+        why = "; ".join(f"{n}x {r}" if n > 1 else r for r, n in reasons.most_common(2)).replace("|", "/")
+        runnable = len(tests) - counts["not CPU-runnable"]
+        lines.append(f"| `{rel}` | {len(tests)} | {runnable} | {counts['bitwise']} | {counts['within tolerance']} | "
+                     f"{counts['difference']} | {counts['not CPU-runnable']}{': ' + why if why else ''} |")
+        totals.update(counts)
+        totals["tests"] += len(tests)
+    runnable = totals["tests"] - totals["not CPU-runnable"]
+    lines.append(f"| **{len(results)} files** | {totals['tests']} | {runnable} | {totals['bitwise']} | "
+                 f"{totals['within tolerance']} | {totals['difference']} | {totals['not CPU-runnable']} |")
+    return "\n".join(lines)
+
+
+def save_verdicts(results: dict) -> None:
+    VERDICTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+
+
+def load_verdicts() -> dict:
+    return {rel: {test: tuple(v) for test, v in tests.items()}
+            for rel, tests in json.loads(VERDICTS.read_text()).items()}
+
+
+def docs_table() -> str:
+    """The table as docs/fidelity.md has it."""
+    text = DOCS.read_text()
+    return text[text.index(TABLE_BEGIN) + len(TABLE_BEGIN):text.index(TABLE_END)].strip()
+
+
+def write_docs_table(results: dict) -> None:
+    text = DOCS.read_text()
+    head, rest = text.split(TABLE_BEGIN)
+    DOCS.write_text(f"{head}{TABLE_BEGIN}\n{table(results)}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
+
+
+def report(work: Path, patterns=(), write: bool = True) -> int:
+    """Print the table and every difference; for a whole-suite run also write the verdicts
+    and the docs table.  1 when a difference is unexplained."""
+    results = compare_all(work, patterns)
+    if write and not patterns:
+        save_verdicts(results)
+        write_docs_table(results)
+    print(table(results))
+    for rel, tests in sorted(results.items()):
+        for test, (category, detail) in tests.items():
+            if category in ("difference", "within tolerance"):
+                print(f"{category}: {test}: {detail}")
+    problems = unexplained(results)
+    for problem in problems:
+        print(f"UNEXPLAINED {problem}")
+    return 1 if problems else 0
