@@ -114,10 +114,8 @@ def test_named_dynamic_dims_bind_consistently():
         kernel(a, torch.zeros(n, 32), out)
         assert torch.equal(out, a)
     assert seen == [5, 17]
-    with pytest.raises(ConstraintViolation) as info:
+    with pytest.warns(pypto.ConstraintWarning, match=r"\[A-ARG-03\].*N is 6.*bound to 5"):
         kernel(torch.zeros(5, 64), torch.zeros(6, 32), torch.zeros(5, 64))
-    assert info.value.check_id == "C-ARG-03"
-    assert "N is 6" in str(info.value) and "bound to 5" in str(info.value)
 
 
 def test_postponed_annotations_rejected_strict_resolved_lenient(tmp_path, monkeypatch):

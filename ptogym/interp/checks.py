@@ -33,7 +33,6 @@ import warnings
 CHECKS = {
     "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, rank, dtype, static dims)",
     "C-ARG-02": "kernel tensor arguments must be contiguous and on one device",
-    "C-ARG-03": "a named dynamic dim must bind the same value everywhere",
     "C-LOOP-01": "an op on a tensor with a dynamic dim must run inside a pypto.loop (operate on its views)",
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
@@ -79,6 +78,8 @@ ADVICE = {
     "A-LOOP-02": "a view at a loop_unroll index should span the unrolled factor (factor * step) on that axis",
     "A-MEM-01": "read only the written part of a pypto.tensor: the rest is uninitialised on a device (fine "
                 "only when it feeds data outside every valid_shape)",
+    "A-ARG-03": "a named dynamic dim should bind the same value in every argument: pypto does not compare the "
+                "bindings, so a kernel sized by one argument reads another past its end or only in part",
     "A-VIEW-01": "a view or slice should lie inside its source: pypto clips the part past the source's end (a "
                  "view's valid shape is min(source valid extent - offset, view shape), on the device too), so "
                  "the view holds less data than its shape says",
