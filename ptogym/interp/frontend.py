@@ -354,20 +354,24 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     values = range(start, stop, step)
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
-    with _loop_body():
-        for v in values:
-            yield SymbolicScalar(v, label, loop=info)
+    yield from _iterations(SymbolicScalar(v, label, loop=info) for v in values)
 
 
-@contextlib.contextmanager
-def _loop_body():
-    """Count the loops a kernel is inside (ops on dynamic shapes need one)."""
+def _iterations(items):
+    """A loop's iterations, counted as loop depth (ops on dynamic shapes need a loop), each
+    starting from the tile shapes the loop started with: pypto records a loop inside a
+    configuration scope of its own (``BeginScope``/``EndScope``), so a tile set in the body
+    holds there only (upstream ``st/test_options_new_front.py``)."""
     run = runtime.current()
+    saved = run.vec_tile, run.cube_tile
     run.loop_depth += 1
     try:
-        yield
+        for item in items:
+            yield item
+            run.vec_tile, run.cube_tile = saved
     finally:
         run.loop_depth -= 1
+        run.vec_tile, run.cube_tile = saved
 
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
@@ -400,9 +404,7 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     for factor, stride, indices in plan:
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
-            with _loop_body():
-                for value in indices:
-                    yield SymbolicScalar(value, label, loop=info), factor
+            yield from _iterations((SymbolicScalar(value, label, loop=info), factor) for value in indices)
 
 
 def _fmt_arg(x) -> str:
