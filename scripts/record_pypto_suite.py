@@ -43,29 +43,34 @@ PYPTO_LOCK = "/tmp/ptogym-pypto.lock"
 
 
 def run_files(root: Path, rels: list, side: str, log: Path, timeout: float) -> None:
-    """Run upstream files in one pytest process, appending to ``log``; resumes after a timeout."""
+    """Run upstream files in one pytest process, appending to ``log``; a test that did not
+    finish (the plugin's per-test limit, the process's ``timeout`` or a crash) is recorded
+    as such when the next call resumes after it."""
     done, started = suite.read_log(log)
     unfinished = [t for t in started if t not in done]
-    if unfinished:  # the process was killed while this test ran
+    if unfinished:
         with log.open("a") as out:
             for test in unfinished:
-                out.write(json.dumps({"test": test, "outcome": "timeout", "message": f"killed after {timeout:.0f} s "
-                                      "(file time limit)", "seconds": timeout, "calls": []}) + "\n")
+                out.write(json.dumps({"test": test, "outcome": "unfinished", "message": "the test did not finish: "
+                                      f"over the {suite.TEST_LIMIT_S:.0f} s limit per test, or its process crashed",
+                                      "seconds": 0.0, "calls": []}) + "\n")
         done, _ = suite.read_log(log)
     if (log.parent / (log.name + ".complete")).exists():
         return
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{root.parent / 'harness'}", "PTOGYM_SUITE_SIDE": side,
-           "PTOGYM_SUITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+           "PTOGYM_SUITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1",
+           "PTOGYM_SUITE_TEST_LIMIT_S": str(suite.TEST_LIMIT_S)}
     env.pop("ASCEND_HOME_PATH", None)  # pypto picks NPU run mode when CANN is configured
     command = [sys.executable, "-m", "pytest", "-q", "-p", "pypto_suite.plugin", "-p", "no:cacheprovider",
                "-o", "addopts=", "--continue-on-collection-errors", *rels, *(f"--deselect={t}" for t in done)]
     try:
         with LOCK.held(side == "pypto"):
-            subprocess.run(command, cwd=root, env=env, timeout=timeout, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, start_new_session=True)
+            finished = subprocess.run(command, cwd=root, env=env, timeout=timeout, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired:
-        return  # the next run records the test that was running as timed out
-    (log.parent / (log.name + ".complete")).touch()
+        return  # the next call records the test that was running
+    if finished.returncode in range(6):  # pytest's own exit codes: the session ran to its end
+        (log.parent / (log.name + ".complete")).touch()
 
 
 class RealPyptoLock:
@@ -96,6 +101,7 @@ class RealPyptoLock:
 
 
 LOCK = RealPyptoLock(hold_s=600.0)
+GROUP = 12
 
 
 def extract(mirror: str, dest: Path) -> Path:
@@ -123,6 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--mirror", default=suite.MIRROR)
     parser.add_argument("--work", default=str(suite.WORK), help="raw logs (resumable)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per upstream file and run")
+    parser.add_argument("--force", action="store_true", help="record: also files that have a fixture")
     parser.add_argument("--no-write", action="store_true",
                         help="compare: leave tests/pypto_suite/interp_verdicts.json and docs/fidelity.md alone")
     parser.add_argument("--budget", type=float, default=3000.0, help="stop starting files after this many seconds")
@@ -138,22 +145,42 @@ def main(argv=None) -> int:
         if args.action == "compare":  # the interpreter is fast and keeps no broken state: one process
             compare_in_one_process(root, files, work, args.timeout * 8)
             return suite.report(work, args.only, write=not args.no_write)
-        # files with jit kernels first: the older `with pypto.function(...)` API needs an NPU
-        for rel in sorted(files, key=lambda f: ("jit" not in (root / f).read_text(errors="replace"), f)):
-            if time.time() > deadline:
-                print(f"record_pypto_suite: budget spent, {rel} and later left", flush=True)
-                break
-            log = work / (suite.fixture_name(rel) + ".jsonl")
-            t0 = time.time()
-            run_resuming(root, [rel], side, log, args.timeout)
-            done, _ = suite.read_log(log)
-            print(f"{rel}: {len(done)} tests ({time.time() - t0:.0f} s)", flush=True)
-            suite.write_fixture(rel, root, done)
+        return record(root, files, work, args.timeout, deadline, args.force)
+
+
+def record(root: Path, files: list, work: Path, timeout: float, deadline: float, force: bool) -> int:
+    """Real pypto over ``files``, ``GROUP`` files to a pytest process (starting one costs
+    10-20 s); every test that does not pass there runs again in a fresh process of its
+    file's own, because a failed compile can break pypto for the tests after it (a pass
+    cannot come from that).  Files with a fixture are skipped unless ``force``."""
+    # files with jit kernels first: the older `with pypto.function(...)` API needs an NPU
+    ordered = sorted(files, key=lambda f: ("jit" not in (root / f).read_text(errors="replace"), f))
+    todo = [rel for rel in ordered if force or not suite.fixture_path(rel).exists()]
+    for start in range(0, len(todo), GROUP):
+        if time.time() > deadline:
+            print(f"record_pypto_suite: budget spent, {len(todo) - start} files left", flush=True)
+            return 3
+        group, t0 = todo[start:start + GROUP], time.time()
+        log = work / f"group-{suite.fixture_name(group[0])}.jsonl"
+        run_resuming(root, group, "pypto", log, timeout * len(group))
+        done, _ = suite.read_log(log)
+        for rel in group:
+            tests = {test: r for test, r in done.items() if test.split("::")[0] == rel}
+            again = [test for test, r in tests.items() if r["outcome"] not in ("passed", "skipped", "deselected")]
+            if again or not tests:
+                alone = work / f"{suite.fixture_name(rel)}.jsonl"
+                for stale in (alone, alone.parent / (alone.name + ".complete")):
+                    stale.unlink(missing_ok=True)
+                run_resuming(root, [rel] if rel in again or not tests else again, "pypto", alone, timeout)
+                tests.update(suite.read_log(alone)[0])
+            suite.write_fixture(rel, root, tests)
+            print(f"{rel}: {len(tests)} tests, {len(again)} run again alone", flush=True)
+        print(f"record_pypto_suite: {len(group)} files in {time.time() - t0:.0f} s", flush=True)
     return 0
 
 
 def run_resuming(root: Path, rels: list, side: str, log: Path, timeout: float) -> None:
-    for _attempt in range(4):  # each attempt resumes after the test that hit the timeout
+    for _attempt in range(8):  # each attempt resumes after the test that did not finish
         run_files(root, rels, side, log, timeout)
         if (log.parent / (log.name + ".complete")).exists():
             return

@@ -8,13 +8,21 @@ code - only test ids, digests, outputs and verdicts.
 from __future__ import annotations
 
 import hashlib
+import os
 
 import torch
 
 from conformance import harness
 
 KEEP_BYTES = 4096
-clean_error = harness.clean_error
+
+
+def clean_error(text: str) -> str:
+    """A message without the temporary extraction paths (the run's working directory is the
+    extracted repository, its harness links beside it), cut like the corpus's errors."""
+    root = os.getcwd()
+    text = text.replace(os.path.join(os.path.dirname(root), "harness") + os.sep, "").replace(root + os.sep, "")
+    return harness.clean_error(text)
 
 
 def _raw(t: torch.Tensor) -> bytes:
