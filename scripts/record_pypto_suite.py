@@ -19,7 +19,12 @@ plugin ``tests/pypto_suite/plugin.py``:
              docs/fidelity.md and exits 1 when a classification differs from
              ``pypto_suite.suite.EXPECTED`` (an unexplained difference).
 
-    ... --only 'st/test_clip*'   fnmatch pattern of upstream paths under python/tests (repeatable)
+    ... --programs               the programs published with pypto instead (``models/``,
+                                 ``examples/``: each file that defines test functions, run
+                                 through them, the examples with their ``--run_mode sim``);
+                                 fixtures tests/pypto_suite/program_fixtures/, the table of
+                                 docs/fidelity.md "Published programs"
+    ... --only 'st/test_clip*'   fnmatch pattern of upstream paths (repeatable)
     ... --mirror DIR             the git directory of the hicann/pypto mirror
 """
 import argparse
@@ -42,7 +47,7 @@ from pypto_suite import suite  # noqa: E402
 PYPTO_LOCK = "/tmp/ptogym-pypto.lock"
 
 
-def run_files(root: Path, rels: list, side: str, log: Path, timeout: float) -> None:
+def run_files(root: Path, rels: list, side: str, log: Path, timeout: float, corpus=suite.SUITE) -> None:
     """Run upstream files in one pytest process, appending to ``log``; a test that did not
     finish (the plugin's per-test limit, the process's ``timeout`` or a crash) is recorded
     as such when the next call resumes after it."""
@@ -59,7 +64,8 @@ def run_files(root: Path, rels: list, side: str, log: Path, timeout: float) -> N
         return
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{root.parent / 'harness'}", "PTOGYM_SUITE_SIDE": side,
            "PTOGYM_SUITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1",
-           "PTOGYM_SUITE_TEST_LIMIT_S": str(suite.TEST_LIMIT_S)}
+           "PTOGYM_SUITE_TEST_LIMIT_S": str(suite.TEST_LIMIT_S),
+           "PTOGYM_SUITE_ARGV": " ".join(suite.PROGRAM_ARGV) if corpus is suite.PROGRAMS else ""}
     env.pop("ASCEND_HOME_PATH", None)  # pypto picks NPU run mode when CANN is configured
     command = [sys.executable, "-m", "pytest", "-q", "-p", "pypto_suite.plugin", "-p", "no:cacheprovider",
                "-o", "addopts=", "--continue-on-collection-errors", *rels, *(f"--deselect={t}" for t in done)]
@@ -126,6 +132,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["record", "compare"])
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--programs", action="store_true", help="the published programs, not the test suite")
     parser.add_argument("--mirror", default=suite.MIRROR)
     parser.add_argument("--work", default=str(suite.WORK), help="raw logs (resumable)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per upstream file and run")
@@ -135,34 +142,36 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=float, default=3000.0, help="stop starting files after this many seconds")
     args = parser.parse_args(argv)
     side = "pypto" if args.action == "record" else "interp"
-    work = Path(args.work) / side
+    corpus = suite.PROGRAMS if args.programs else suite.SUITE
+    work = corpus.work_dir(Path(args.work), side)
     work.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + args.budget
     with tempfile.TemporaryDirectory(prefix="pypto-suite-") as tmp:
         root = extract(args.mirror, Path(tmp))
-        files = [f for f in suite.test_files(root)
+        files = [f for f in corpus.files(root)
                  if not args.only or any(fnmatch.fnmatch(f, p) for p in args.only)]
         if args.action == "compare":  # the interpreter is fast and keeps no broken state: one process
-            compare_in_one_process(root, files, work, args.timeout * 8)
-            return suite.report(work, args.only, write=not args.no_write)
-        return record(root, files, work, args.timeout, deadline, args.force)
+            compare_in_one_process(root, files, work, args.timeout * 8, corpus)
+            return suite.report(work, args.only, write=not args.no_write, corpus=corpus)
+        return record(root, files, work, args.timeout, deadline, args.force, corpus)
 
 
-def record(root: Path, files: list, work: Path, timeout: float, deadline: float, force: bool) -> int:
+def record(root: Path, files: list, work: Path, timeout: float, deadline: float, force: bool,
+           corpus=suite.SUITE) -> int:
     """Real pypto over ``files``, ``GROUP`` files to a pytest process (starting one costs
     10-20 s); every test that does not pass there runs again in a fresh process of its
     file's own, because a failed compile can break pypto for the tests after it (a pass
     cannot come from that).  Files with a fixture are skipped unless ``force``."""
     # files with jit kernels first: the older `with pypto.function(...)` API needs an NPU
     ordered = sorted(files, key=lambda f: ("jit" not in (root / f).read_text(errors="replace"), f))
-    todo = [rel for rel in ordered if force or not suite.fixture_path(rel).exists()]
+    todo = [rel for rel in ordered if force or not suite.fixture_path(rel, corpus).exists()]
     for start in range(0, len(todo), GROUP):
         if time.time() > deadline:
             print(f"record_pypto_suite: budget spent, {len(todo) - start} files left", flush=True)
             return 3
         group, t0 = todo[start:start + GROUP], time.time()
         log = work / f"group-{suite.fixture_name(group[0])}.jsonl"
-        run_resuming(root, group, "pypto", log, timeout * len(group))
+        run_resuming(root, group, "pypto", log, timeout * len(group), corpus)
         done, _ = suite.read_log(log)
         for rel in group:
             tests = {test: r for test, r in done.items() if test.split("::")[0] == rel}
@@ -171,27 +180,27 @@ def record(root: Path, files: list, work: Path, timeout: float, deadline: float,
                 alone = work / f"{suite.fixture_name(rel)}.jsonl"
                 for stale in (alone, alone.parent / (alone.name + ".complete")):
                     stale.unlink(missing_ok=True)
-                run_resuming(root, [rel] if rel in again or not tests else again, "pypto", alone, timeout)
+                run_resuming(root, [rel] if rel in again or not tests else again, "pypto", alone, timeout, corpus)
                 tests.update(suite.read_log(alone)[0])
-            suite.write_fixture(rel, root, tests)
+            suite.write_fixture(rel, root, tests, corpus)
             print(f"{rel}: {len(tests)} tests, {len(again)} run again alone", flush=True)
         print(f"record_pypto_suite: {len(group)} files in {time.time() - t0:.0f} s", flush=True)
     return 0
 
 
-def run_resuming(root: Path, rels: list, side: str, log: Path, timeout: float) -> None:
+def run_resuming(root: Path, rels: list, side: str, log: Path, timeout: float, corpus=suite.SUITE) -> None:
     for _attempt in range(8):  # each attempt resumes after the test that did not finish
-        run_files(root, rels, side, log, timeout)
+        run_files(root, rels, side, log, timeout, corpus)
         if (log.parent / (log.name + ".complete")).exists():
             return
 
 
-def compare_in_one_process(root: Path, rels: list, work: Path, timeout: float) -> None:
+def compare_in_one_process(root: Path, rels: list, work: Path, timeout: float, corpus=suite.SUITE) -> None:
     """Run ``rels`` under the interpreter afresh and split the log per upstream file."""
     log = work / "all.jsonl"
     for stale in work.glob("*.jsonl*"):
         stale.unlink()
-    run_resuming(root, rels, "interp", log, timeout)
+    run_resuming(root, rels, "interp", log, timeout, corpus)
     done, _ = suite.read_log(log)
     for rel in rels:
         with (work / f"{suite.fixture_name(rel)}.jsonl").open("w") as out:

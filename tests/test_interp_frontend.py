@@ -476,6 +476,10 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
     assert seen["concrete_error"] == "C-LOOP-03"
     named = pypto.SymbolicScalar("batch", 6)
     assert named.expr == "batch" and named.value == 6
+    # a name given a value is concrete, as in pypto (upstream examples' symbolic_scalar.py, recorded
+    # in tests/pypto_suite/program_fixtures/); a name alone is a runtime value
+    assert named.is_concrete() and named.concrete() == 6 and pypto.SymbolicScalar(named).is_concrete()
+    assert not pypto.SymbolicScalar("batch").is_concrete()
     assert pypto.ceildiv(17, 8) == 3
 
 

@@ -10,7 +10,9 @@ upstream test file (``-p pypto_suite.plugin``), with
   strict mode;
 * ``PTOGYM_SUITE_LOG`` - a JSON-lines file: one line per finished test (its outcome,
   the failure's message, and per jit call the digest of the tensors going in and the
-  tensors coming out).
+  tensors coming out);
+* ``PTOGYM_SUITE_ARGV`` - words appended to ``sys.argv`` (the published examples' own
+  ``--run_mode sim`` switch, read when they are imported).
 
 Both sides install the ``torch_npu`` stand-in (``npu_standin``) and seed torch, numpy
 and ``random`` with 0 at import and before every test, so that both compute on the
@@ -127,6 +129,8 @@ def pytest_addhooks(pluginmanager):
 
 
 def pytest_configure(config):
+    # the published examples read their run mode from the command line when imported
+    sys.argv += os.environ.get("PTOGYM_SUITE_ARGV", "").split()
     limit = float(os.environ.get("PTOGYM_SUITE_TEST_LIMIT_S") or 0)
     if limit > 0:
         threading.Thread(target=_watchdog, args=(limit,), daemon=True).start()

@@ -20,17 +20,15 @@ import fnmatch
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from pypto_suite import records
 
 TAG = "r0.2.0"
 MIRROR = "/work/.mirror/hicann+pypto/repo"
-FIXTURES = Path(__file__).parent / "fixtures"
 WORK = Path.home() / ".cache" / "ptogym" / "pypto-suite"
-VERDICTS = Path(__file__).parent / "interp_verdicts.json"
 DOCS = Path(__file__).parents[2] / "docs" / "fidelity.md"
-TABLE_BEGIN, TABLE_END = "<!-- pypto-suite table: scripts/record_pypto_suite.py compare -->", "<!-- end pypto-suite table -->"
 FIXTURE_BUDGET_BYTES = 4 << 20
 TEST_LIMIT_S = 150.0  # per upstream test: pypto 0.2.0 can wait for ever after a failed compile thread
 
@@ -45,13 +43,50 @@ def expected_reason(test: str) -> str | None:
 
 #: what the recorder extracts from the mirror: the suite, the root conftest.py it relies on
 #: (``duration_estimate``), the test-case helpers and model utilities its files import
-EXTRACTED = ("conftest.py", "python/tests", "framework/tests/cmake/scripts/helper", "models")
+EXTRACTED = ("conftest.py", "python/tests", "framework/tests/cmake/scripts/helper", "models", "examples")
 SUITE_DIR = "python/tests/"
+HERE = Path(__file__).parent
 
 
-def test_files(root: Path) -> list[str]:
-    """The suite's test files, as paths from the upstream repository's root."""
-    return sorted(str(p.relative_to(root)) for p in (root / SUITE_DIR).rglob("test_*.py"))
+@dataclass(frozen=True)
+class Corpus:
+    """One set of upstream files run by the harness: where its fixtures, verdicts and
+    docs table live, and which files of the extracted repository belong to it."""
+
+    name: str
+    fixtures: Path
+    verdicts: Path
+    table_begin: str
+    table_end: str
+    program_dirs: tuple = ()  # empty: the suite's test_*.py files
+
+    def files(self, root: Path) -> list[str]:
+        """Its files, as paths from the upstream repository's root: the suite's test files, or
+        the published programs (model kernels, examples) that define test functions."""
+        if not self.program_dirs:
+            return sorted(str(p.relative_to(root)) for p in (root / SUITE_DIR).rglob("test_*.py"))
+        return sorted(str(p.relative_to(root)) for top in self.program_dirs for p in (root / top).rglob("*.py")
+                      if re.search(r"^\s*def test_", p.read_text(errors="replace"), re.M))
+
+
+    def work_dir(self, work: Path, side: str) -> Path:
+        """Where a run's raw logs go under ``work`` (``side``: pypto or interp)."""
+        return work / (side if self.name == "suite" else f"{self.name}-{side}")
+
+
+SUITE = Corpus("suite", HERE / "fixtures", HERE / "interp_verdicts.json",
+               "<!-- pypto-suite table: scripts/record_pypto_suite.py compare -->", "<!-- end pypto-suite table -->")
+#: the programs published with pypto (``models/``, ``examples/``), run through their own test
+#: functions; the examples see their own ``--run_mode sim`` switch (``PROGRAM_ARGV``)
+PROGRAMS = Corpus("programs", HERE / "program_fixtures", HERE / "program_verdicts.json",
+                  "<!-- programs table: scripts/record_pypto_suite.py compare --programs -->",
+                  "<!-- end programs table -->", ("models", "examples"))
+PROGRAM_ARGV = ("--run_mode", "sim")
+CORPORA = {c.name: c for c in (SUITE, PROGRAMS)}
+
+
+def test_files(root: Path, corpus: Corpus = SUITE) -> list[str]:
+    return corpus.files(root)
 
 
 def fixture_name(rel: str) -> str:
@@ -71,25 +106,26 @@ def read_log(log: Path) -> tuple[dict, list]:
     return done, started
 
 
-def fixture_path(rel: str) -> Path:
-    return FIXTURES / f"{fixture_name(rel)}.json"
+def fixture_path(rel: str, corpus: Corpus = SUITE) -> Path:
+    return corpus.fixtures / f"{fixture_name(rel)}.json"
 
 
-def write_fixture(rel: str, root: Path, done: dict) -> Path:
+def write_fixture(rel: str, root: Path, done: dict, corpus: Corpus = SUITE) -> Path:
     from importlib.metadata import version
 
-    FIXTURES.mkdir(parents=True, exist_ok=True)
+    corpus.fixtures.mkdir(parents=True, exist_ok=True)
     source = (root / rel).read_bytes()
     data = {"file": rel, "tag": TAG, "source_sha1": hashlib.sha1(source).hexdigest(),
             "pypto_version": version("pypto"),
             "tests": {test: {k: r[k] for k in ("outcome", "message", "calls")} for test, r in sorted(done.items())}}
-    path = fixture_path(rel)
+    path = fixture_path(rel, corpus)
     path.write_text(json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n")
     return path
 
 
-def load_fixtures() -> dict[str, dict]:
-    return {json.loads(p.read_text())["file"]: json.loads(p.read_text()) for p in sorted(FIXTURES.glob("*.json"))}
+def load_fixtures(corpus: Corpus = SUITE) -> dict[str, dict]:
+    return {json.loads(p.read_text())["file"]: json.loads(p.read_text())
+            for p in sorted(corpus.fixtures.glob("*.json"))}
 
 
 def not_runnable_reason(message: str) -> str:
@@ -115,10 +151,10 @@ def classify(recorded: dict, mine: dict | None) -> tuple[str, str]:
     return "within tolerance", f"{len(differing)} of {len(verdicts)} calls: {differing[0]}"
 
 
-def compare_all(work: Path, patterns=()) -> dict[str, dict[str, tuple[str, str]]]:
+def compare_all(work: Path, patterns=(), corpus: Corpus = SUITE) -> dict[str, dict[str, tuple[str, str]]]:
     """Per upstream file, per test: the classification of the interpreter's run in ``work``."""
     result = {}
-    for rel, fixture in load_fixtures().items():
+    for rel, fixture in load_fixtures(corpus).items():
         if patterns and not any(fnmatch.fnmatch(rel, p) for p in patterns):
             continue
         mine, _ = read_log(work / f"{fixture_name(rel)}.jsonl")
@@ -166,34 +202,35 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def save_verdicts(results: dict) -> None:
-    VERDICTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+def save_verdicts(results: dict, corpus: Corpus = SUITE) -> None:
+    corpus.verdicts.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
 
 
-def load_verdicts() -> dict:
+def load_verdicts(corpus: Corpus = SUITE) -> dict:
     return {rel: {test: tuple(v) for test, v in tests.items()}
-            for rel, tests in json.loads(VERDICTS.read_text()).items()}
+            for rel, tests in json.loads(corpus.verdicts.read_text()).items()}
 
 
-def docs_table() -> str:
+def docs_table(corpus: Corpus = SUITE) -> str:
     """The table as docs/fidelity.md has it."""
     text = DOCS.read_text()
-    return text[text.index(TABLE_BEGIN) + len(TABLE_BEGIN):text.index(TABLE_END)].strip()
+    return text[text.index(corpus.table_begin) + len(corpus.table_begin):text.index(corpus.table_end)].strip()
 
 
-def write_docs_table(results: dict) -> None:
+def write_docs_table(results: dict, corpus: Corpus = SUITE) -> None:
     text = DOCS.read_text()
-    head, rest = text.split(TABLE_BEGIN)
-    DOCS.write_text(f"{head}{TABLE_BEGIN}\n{table(results)}\n{TABLE_END}{rest.split(TABLE_END, 1)[1]}")
+    head, rest = text.split(corpus.table_begin)
+    DOCS.write_text(f"{head}{corpus.table_begin}\n{table(results)}\n{corpus.table_end}"
+                    f"{rest.split(corpus.table_end, 1)[1]}")
 
 
-def report(work: Path, patterns=(), write: bool = True) -> int:
-    """Print the table and every difference; for a whole-suite run also write the verdicts
+def report(work: Path, patterns=(), write: bool = True, corpus: Corpus = SUITE) -> int:
+    """Print the table and every difference; for a whole-corpus run also write the verdicts
     and the docs table.  1 when a difference is unexplained."""
-    results = compare_all(work, patterns)
+    results = compare_all(work, patterns, corpus)
     if write and not patterns:
-        save_verdicts(results)
-        write_docs_table(results)
+        save_verdicts(results, corpus)
+        write_docs_table(results, corpus)
     print(table(results))
     for rel, tests in sorted(results.items()):
         for test, (category, detail) in tests.items():

@@ -1,4 +1,5 @@
-"""pypto 0.2.0's own test suite as a differential corpus (docs/fidelity.md, "pypto's test suite").
+"""pypto 0.2.0's own test suite and its published programs as differential corpora
+(docs/fidelity.md, "pypto's own test suite" and "Published programs").
 
 The upstream tests are not part of this project (another licence), so the default run
 checks what can be checked without them: the fixtures recorded from real pypto are
@@ -24,8 +25,12 @@ TEST_KEYS = {"outcome", "message", "calls"}
 CALL_KEYS = {"kernel", "inputs_sha1", "outputs", "error", "log"}
 
 
-def test_fixtures_are_compact_and_hold_no_upstream_code():
-    paths = sorted(suite.FIXTURES.glob("*.json"))
+CORPORA = pytest.mark.parametrize("corpus", list(suite.CORPORA.values()), ids=list(suite.CORPORA))
+
+
+@CORPORA
+def test_fixtures_are_compact_and_hold_no_upstream_code(corpus):
+    paths = sorted(corpus.fixtures.glob("*.json"))
     assert paths, "no fixtures: run scripts/record_pypto_suite.py record"
     assert sum(p.stat().st_size for p in paths) <= suite.FIXTURE_BUDGET_BYTES
     for path in paths:
@@ -39,8 +44,9 @@ def test_fixtures_are_compact_and_hold_no_upstream_code():
                 assert set(call) <= CALL_KEYS and len(call["inputs_sha1"]) == 40, test
 
 
-def test_every_recorded_test_has_a_verdict_and_no_difference_is_unexplained():
-    fixtures, verdicts = suite.load_fixtures(), suite.load_verdicts()
+@CORPORA
+def test_every_recorded_test_has_a_verdict_and_no_difference_is_unexplained(corpus):
+    fixtures, verdicts = suite.load_fixtures(corpus), suite.load_verdicts(corpus)
     assert set(verdicts) == set(fixtures)
     for rel, fixture in fixtures.items():
         assert set(verdicts[rel]) == set(fixture["tests"]), rel
@@ -51,9 +57,10 @@ def test_every_recorded_test_has_a_verdict_and_no_difference_is_unexplained():
         assert reason, test
 
 
-def test_docs_show_the_recorded_table():
-    assert suite.docs_table() == suite.table(suite.load_verdicts()), \
-        "docs/fidelity.md is stale: run scripts/record_pypto_suite.py compare"
+@CORPORA
+def test_docs_show_the_recorded_table(corpus):
+    assert suite.docs_table(corpus) == suite.table(suite.load_verdicts(corpus)), \
+        f"docs/fidelity.md is stale: run scripts/record_pypto_suite.py compare{' --programs' * (corpus.name == 'programs')}"
 
 
 def test_a_false_rejection_is_classified_as_a_difference():
@@ -69,14 +76,16 @@ def test_a_false_rejection_is_classified_as_a_difference():
 
 
 @pytest.mark.slow
+@CORPORA
 @pytest.mark.skipif(not os.path.isdir(suite.MIRROR), reason=f"the hicann/pypto mirror is not at {suite.MIRROR}")
-def test_interpreter_still_gives_the_recorded_verdicts(tmp_path):
-    """Every upstream test file under ptogym.interp again (about 5 minutes), against the fixtures."""
+def test_interpreter_still_gives_the_recorded_verdicts(tmp_path, corpus):
+    """Every upstream file of the corpus under ptogym.interp again (5-10 minutes each), against the fixtures."""
     script = REPO / "scripts" / "record_pypto_suite.py"
-    done = subprocess.run([sys.executable, str(script), "compare", "--work", str(tmp_path), "--no-write"],
+    programs = ["--programs"] if corpus is suite.PROGRAMS else []
+    done = subprocess.run([sys.executable, str(script), "compare", *programs, "--work", str(tmp_path), "--no-write"],
                           capture_output=True, text=True, timeout=1500, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    fresh = suite.compare_all(tmp_path / "interp")
-    recorded = suite.load_verdicts()
+    fresh = suite.compare_all(corpus.work_dir(tmp_path, "interp"), (), corpus)
+    recorded = suite.load_verdicts(corpus)
     assert {rel: {t: c for t, (c, _) in tests.items()} for rel, tests in fresh.items()} == \
         {rel: {t: c for t, (c, _) in tests.items()} for rel, tests in recorded.items()}
