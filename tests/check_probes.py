@@ -97,7 +97,7 @@ def annotation_dynamic_ellipsis(pypto):
     return kernel
 
 
-@probe("C-ARG-01", inputs=lambda: [rand(8, 64, 1), zeros(8, 64)])
+@probe("C-TILE-08", inputs=lambda: [rand(8, 64, 1), zeros(8, 64)])
 def arg_rank(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
@@ -1048,12 +1048,39 @@ def api_broadcast_3d(pypto):
     return kernel
 
 
-@probe("C-ARG-01", inputs=lambda: [rand(32, 128, seed=0), zeros(32, 128)])
+@probe("C-LOOP-01", inputs=lambda: [rand(32, 128, seed=0), zeros(32, 128)])
 def annotation_status_higher_rank(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC], pypto.DT_FP32)):
         pypto.set_vec_tile_shapes(32, 128)
         out[:] = pypto.exp(x)
+    return kernel
+
+
+@probe("A-ARG-04", inputs=lambda: [rand(8, 64), zeros(8, 64)])
+def arg_rank_lower_reshaped(pypto):
+    """A rank-2 tensor for a rank-3 annotation, reshaped in the kernel (the DeepSeek-V3.2
+    lightning indexer's query scale): pypto compares ranks only in CHECKATTR mode."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.STATIC, pypto.STATIC, pypto.STATIC], pypto.DT_FP32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(pypto.reshape(x, [8, 64], inplace=True), 1.0)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(16, 64), zeros(16, 64)])
+def workspace_symbolic_shape(pypto):
+    """A pypto.tensor sized by a dynamic dim (DeepSeek-V3.2 sparse flash attention's output
+    workspace): pypto's Tensor takes symbolic dims."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32), out: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        work = pypto.tensor([x.shape[0], 64], pypto.DT_FP32, "work")
+        for i in pypto.loop(x.shape[0] // 8):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, 64], [i * 8, 0])), [i * 8, 0], work)
+        for i in pypto.loop(x.shape[0] // 8):
+            pypto.assemble(pypto.add(pypto.view(work, [8, 64], [i * 8, 0]), 1.0), [i * 8, 0], out)
     return kernel
 
 

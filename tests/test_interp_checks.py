@@ -94,9 +94,17 @@ def copy_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
     out[:] = pypto.add(x, 0.0)
 
 
-@case("C-ARG-01", "copy_kernel(x=...)", "rank 3 [8, 64, 1]", "[8, 64]", lenient_runs=False)
-def arg_rank():
-    copy_kernel(z(8, 64, 1), z(8, 64))  # MARK: arg_rank
+@pypto.frontend.jit
+def rank_free_kernel(x: pypto.Tensor([pypto.STATIC, pypto.STATIC, pypto.STATIC], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(pypto.reshape(x, [8, 64], inplace=True), 0.0)
+
+
+@advice_case("A-ARG-04", "rank_free_kernel(x=...)", "rank 2 [8, 64]", "needs rank 3")
+def arg_rank_lower():
+    """pypto binds the tensor's own rank (its CHECKATTR debug mode alone compares the
+    annotation's): the DeepSeek-V3.2 lightning indexer passes a [T, N] scale to a rank-3 one."""
+    rank_free_kernel(z(8, 64), z(8, 64))  # MARK: arg_rank_lower
 
 
 @case("C-ARG-01", "dtype torch.bfloat16, annotation says DT_FP32")
@@ -316,19 +324,6 @@ def float_tile_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], 
 @case("C-TILE-06", "set_vec_tile_shapes(8.0, 64): entry 0 is 8.0")
 def tile_float():
     float_tile_kernel(z(8, 64), z(8, 64))
-
-
-@pypto.frontend.jit
-def workspace_symbolic_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
-    pypto.set_vec_tile_shapes(8, 64)
-    tmp = pypto.tensor([x.shape[0], 64], F32, "tmp")  # MARK: tile_workspace_symbolic
-    tmp[:] = pypto.neg(x)
-    out.move(tmp)
-
-
-@case("C-TILE-06", "pypto.tensor 'tmp' dim 0 is SymbolicScalar(x.shape[0]=5)")
-def tile_workspace_symbolic():
-    workspace_symbolic_kernel(z(5, 64), z(5, 64))
 
 
 @pypto.frontend.jit

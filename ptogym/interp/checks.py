@@ -31,7 +31,7 @@ import sys
 import warnings
 
 CHECKS = {
-    "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, rank, dtype, static dims)",
+    "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, dtype, static dims)",
     "C-ARG-02": "kernel tensor arguments must be contiguous and on one device",
     "C-LOOP-01": "an op on a tensor with a dynamic dim must run inside a pypto.loop (operate on its views)",
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
@@ -80,6 +80,9 @@ ADVICE = {
                 "only when it feeds data outside every valid_shape)",
     "A-ARG-03": "a named dynamic dim should bind the same value in every argument: pypto does not compare the "
                 "bindings, so a kernel sized by one argument reads another past its end or only in part",
+    "A-ARG-04": "a tensor argument's rank should match its annotation: pypto compares them only in its CHECKATTR "
+                "debug mode, else the kernel sees the tensor's own rank (the annotation's dynamic axes by "
+                "position) and fails only where it uses an axis the tensor lacks",
     "A-VIEW-01": "a view or slice should lie inside its source: pypto clips the part past the source's end (a "
                  "view's valid shape is min(source valid extent - offset, view shape), on the device too), so "
                  "the view holds less data than its shape says",

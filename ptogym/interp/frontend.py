@@ -249,9 +249,8 @@ class JitKernel:
         rule = _rank_rule(spec.spec_shape)
         dims = [d for d in spec.shape if d is not Ellipsis]
         if (rule == "exact" and len(dims) != arg.dim()) or (rule == "at least" and len(dims) > arg.dim()):
-            violation("C-ARG-01", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
-                                  f"{_fmt_spec(spec.shape)} needs rank {'>= ' if rule == 'at least' else ''}"
-                                  f"{len(dims)}")
+            advise("A-ARG-04", f"{self.__name__}({name}=...): rank {arg.dim()} {list(arg.shape)}, annotation "
+                               f"{_fmt_spec(spec.shape)} needs rank {'>= ' if rule == 'at least' else ''}{len(dims)}")
         shape = []
         for axis, size in enumerate(arg.shape):
             dim = dims[axis] if axis < len(dims) else STATIC

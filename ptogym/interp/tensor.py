@@ -11,6 +11,7 @@ formal parameters behaves as memory does.
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 import torch
@@ -44,9 +45,10 @@ class Tensor:
     def _allocate_workspace(self, device) -> None:
         """``pypto.tensor`` inside a kernel: uninitialised on a device, so poisoned here
         and tracked until written (C-MEM-01)."""
-        for i, dim in enumerate(self._shape):
-            if not isinstance(dim, int) or isinstance(dim, bool):
-                violation("C-TILE-06", f"pypto.tensor {self.name!r} dim {i} is {dim!r}; workspace shapes must be Python ints")
+        for i, dim in enumerate(self._shape):  # pypto takes ints and symbols (its Tensor converts them to_syms)
+            if not isinstance(dim, (int, SymbolicScalar)) or isinstance(dim, bool):
+                violation("C-TILE-06", f"pypto.tensor {self.name!r} dim {i} is {dim!r}; workspace shapes must be "
+                                       "ints or symbolic scalars")
         shape = [value_of(d) for d in self._shape]
         torch_dtype = self.dtype.torch
         self.data = torch.empty(shape, dtype=torch_dtype, device=device or _default_device())
@@ -458,7 +460,14 @@ def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) ->
     """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input.
     A tail tile (data smaller than its shape) reshapes its valid data to valid_shape."""
     dims = [value_of(d) for d in (shape if valid_shape is None else valid_shape)]
-    data = input.data.reshape(dims)
+    data = input.data
+    if valid_shape is None and not inplace and data.numel() != math.prod(dims):
+        # a tail tile reshaped to a full shape takes its whole buffer along: the part past
+        # the valid data is undefined (NaN, as for any op reading a tile's padding)
+        from .ops._common import pad_undefined
+
+        data = pad_undefined("reshape", data, [value_of(d) for d in input.shape])
+    data = data.reshape(dims)
     if inplace:
         result = Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
                         _region=None if input.record is None else input.region and _reshape_region(input, dims))

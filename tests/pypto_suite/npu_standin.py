@@ -53,13 +53,22 @@ def _mapping_devices(function):
     return wrapper
 
 
+def _to_device(tensor: torch.Tensor) -> torch.Tensor:
+    """What a host-to-NPU copy gives: a new tensor, its strides kept where the source is dense
+    (a sliced, non-dense view arrives contiguous, as ``Tensor.to`` across devices does)."""
+    return tensor.clone(memory_format=torch.preserve_format)
+
+
 def _tensor_to(original):
     @functools.wraps(original)
     def to(self, *args, **kwargs):
+        devices = [a for a in (*args, kwargs.get("device")) if isinstance(a, (str, torch.device, int))]
+        to_npu = any(_cpu_if_npu(d) != d for d in devices)
         args = tuple(_cpu_if_npu(a) if isinstance(a, (str, torch.device, int)) else a for a in args)
         if "device" in kwargs:
             kwargs["device"] = _cpu_if_npu(kwargs["device"])
-        return original(self, *args, **kwargs)
+        result = original(self, *args, **kwargs)
+        return _to_device(result) if to_npu and result is self else result
 
     return to
 
@@ -125,11 +134,12 @@ def install() -> None:
         if hasattr(torch, name):
             setattr(torch, name, _mapping_devices(getattr(torch, name)))
     torch.Tensor.to = _tensor_to(torch.Tensor.to)
-    torch.Tensor.npu = lambda self, *args, **kwargs: self
+    torch.Tensor.npu = lambda self, *args, **kwargs: _to_device(self)
     torch_npu = types.ModuleType("torch_npu")
     torch_npu.npu = npu
     torch_npu.npu_format_cast = _npu_only("torch_npu.npu_format_cast (internal tensor formats such as NZ)")
     torch_npu.get_npu_format = lambda tensor: 2  # ND: a CPU tensor has no internal format
+    torch_npu.Format = types.SimpleNamespace(NCHW=0, ND=2, FRACTAL_NZ=29)  # the ids get_npu_format answers
     torch_npu.__version__ = "stand-in"
     sys.modules["torch_npu"] = torch_npu
     sys.modules["torch_npu.npu"] = npu
