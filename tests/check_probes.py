@@ -1069,6 +1069,17 @@ def arg_rank_lower_reshaped(pypto):
     return kernel
 
 
+@probe("ok", inputs=x_out(8, 64))
+def tile_shape_folded_min(pypto):
+    """set_vec_tile_shapes given pypto.min of two constants (the DeepSeek-V3.2 lightning
+    indexer): pypto folds it to a concrete scalar and takes its value."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(pypto.min(4 * 2, 16), 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
 @probe("ok", inputs=lambda: [rand(16, 64), zeros(16, 64)])
 def workspace_symbolic_shape(pypto):
     """A pypto.tensor sized by a dynamic dim (DeepSeek-V3.2 sparse flash attention's output

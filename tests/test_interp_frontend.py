@@ -478,6 +478,10 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
     # in tests/pypto_suite/program_fixtures/); a name alone is a runtime value
     assert named.is_concrete() and named.concrete() == 6 and pypto.SymbolicScalar(named).is_concrete()
     assert not pypto.SymbolicScalar("batch").is_concrete()
+    # min/max of constants fold to a constant, which set_vec_tile_shapes takes (pypto calls
+    # concrete() on it; the DeepSeek-V3.2 lightning indexer's pypto.min(s1_tile * heads, block))
+    assert pypto.min(128, 64).is_concrete() and pypto.max(named, 8).concrete() == 8
+    assert not seen["n"].min(8).is_concrete() and seen["n"].min(8).expr == "min(x.shape[0], 8)"
     assert pypto.ceildiv(17, 8) == 3
 
 

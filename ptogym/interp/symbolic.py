@@ -39,12 +39,16 @@ class SymbolicScalar:
 
     # --- what pypto offers -------------------------------------------------------
     def min(self, other) -> "SymbolicScalar":
-        other_value = _value(other)
-        return SymbolicScalar(min(self.value, other_value), f"min({self.expr}, {_expr(other)})")
+        return self._extremum(min, other)
 
     def max(self, other) -> "SymbolicScalar":
-        other_value = _value(other)
-        return SymbolicScalar(max(self.value, other_value), f"max({self.expr}, {_expr(other)})")
+        return self._extremum(max, other)
+
+    def _extremum(self, pick, other) -> "SymbolicScalar":
+        value = pick(self.value, _value(other))
+        if self.is_concrete() and (not isinstance(other, SymbolicScalar) or other.is_concrete()):
+            return SymbolicScalar(value)  # pypto folds constants (symbolic_scalar.py _binary_ops)
+        return SymbolicScalar(value, f"{pick.__name__}({self.expr}, {_expr(other)})")
 
     def as_variable(self) -> None:
         """Mark as a named runtime variable (pypto: in place, returns None)."""

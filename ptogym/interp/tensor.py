@@ -459,9 +459,11 @@ class ScatteredRows(Tensor):
 def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:
     """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input.
     A tail tile (data smaller than its shape) reshapes its valid data to valid_shape."""
+    if inplace:  # pypto passes an in-place reshape the shape alone: valid_shape is ignored (operation.py)
+        valid_shape = None
     dims = [value_of(d) for d in (shape if valid_shape is None else valid_shape)]
     data = input.data
-    if valid_shape is None and not inplace and data.numel() != math.prod(dims):
+    if not inplace and data.numel() != math.prod(dims):
         # a tail tile reshaped to a full shape takes its whole buffer along: the part past
         # the valid data is undefined (NaN, as for any op reading a tile's padding)
         from .ops._common import pad_undefined
