@@ -94,9 +94,17 @@ def copy_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
     out[:] = pypto.add(x, 0.0)
 
 
-@case("C-ARG-01", "copy_kernel(x=...)", "rank 3 [8, 64, 1]", "[8, 64]", lenient_runs=False)
-def arg_rank():
-    copy_kernel(z(8, 64, 1), z(8, 64))  # MARK: arg_rank
+@pypto.frontend.jit
+def rank_free_kernel(x: pypto.Tensor([pypto.STATIC, pypto.STATIC, pypto.STATIC], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.add(pypto.reshape(x, [8, 64], inplace=True), 0.0)
+
+
+@advice_case("A-ARG-04", "rank_free_kernel(x=...)", "rank 2 [8, 64]", "needs rank 3")
+def arg_rank_lower():
+    """pypto binds the tensor's own rank (its CHECKATTR debug mode alone compares the
+    annotation's): the DeepSeek-V3.2 lightning indexer passes a [T, N] scale to a rank-3 one."""
+    rank_free_kernel(z(8, 64), z(8, 64))  # MARK: arg_rank_lower
 
 
 @case("C-ARG-01", "dtype torch.bfloat16, annotation says DT_FP32")
@@ -128,7 +136,7 @@ def paired_kernel(a: pypto.Tensor([N, 64], F32), b: pypto.Tensor([N, 64], F32)):
     b[:] = pypto.view(a, [8, 64], [0, 0], valid_shape=[a.shape[0].min(8), 64])
 
 
-@case("C-ARG-03", "dynamic dim N is 6 on axis 0, bound to 5")
+@advice_case("A-ARG-03", "dynamic dim N is 6 on axis 0, bound to 5")
 def arg_named_dim():
     paired_kernel(z(5, 64), z(6, 64))  # MARK: arg_named_dim
 
@@ -279,7 +287,8 @@ def cube_capacity_kernel(a: pypto.Tensor([128, 512], F32), b: pypto.Tensor([512,
     out[:] = pypto.matmul(a, b, F32)  # MARK: tile_cube_capacity
 
 
-@case("C-TILE-05", "m[128, 128] k[512, 512] n[16, 16] with DT_FP32 needs 262144 B of L0A > 65536 B")
+@case("C-TILE-05", "m[128, 128] k[512, 512] n[16, 16] on a [128, 512] x [512, 16] matmul uses m[128, 128] "
+      "k[512, 512] n[16, 16] with DT_FP32: 262144 B of L0A > 65536 B")
 def tile_cube_capacity():
     cube_capacity_kernel(z(128, 512), z(512, 16), z(128, 16))
 
@@ -318,19 +327,6 @@ def tile_float():
 
 
 @pypto.frontend.jit
-def workspace_symbolic_kernel(x: pypto.Tensor([DYN, 64], F32), out: pypto.Tensor([DYN, 64], F32)):
-    pypto.set_vec_tile_shapes(8, 64)
-    tmp = pypto.tensor([x.shape[0], 64], F32, "tmp")  # MARK: tile_workspace_symbolic
-    tmp[:] = pypto.neg(x)
-    out.move(tmp)
-
-
-@case("C-TILE-06", "pypto.tensor 'tmp' dim 0 is SymbolicScalar(x.shape[0]=5)")
-def tile_workspace_symbolic():
-    workspace_symbolic_kernel(z(5, 64), z(5, 64))
-
-
-@pypto.frontend.jit
 def no_cube_kernel(a: pypto.Tensor([16, 32], BF16), b: pypto.Tensor([32, 16], BF16), out: pypto.Tensor([16, 16], F32)):
     out[:] = pypto.matmul(a, b, F32)  # MARK: tile_no_cube
 
@@ -359,7 +355,8 @@ def view_oob_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F3
     pypto.assemble(tile, [0, 0], out)
 
 
-@case("C-VIEW-01", "view of 'x' axis 0: offset 4 + extent 8 > 8", "source [8, 64]", "valid_shape None")
+@advice_case("A-VIEW-01", "view of 'x' axis 0: offset 4 + extent 8 > 8", "source [8, 64]", "valid_shape None",
+             "clipped to the source")
 def view_oob():
     view_oob_kernel(r(8, 64), z(8, 64))
 
@@ -369,7 +366,7 @@ def slice_oob_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 32], F
     out[:] = x[:, 33:65]  # MARK: view_slice_oob
 
 
-@case("C-VIEW-01", "axis 1: offset 33 + extent 32 > 64")  # one element over
+@advice_case("A-VIEW-01", "axis 1: offset 33 + extent 32 > 64")  # one element over
 def view_slice_oob():
     slice_oob_kernel(r(8, 64), z(8, 32))
 
@@ -987,7 +984,7 @@ def test_advice_warns_once_per_site_and_is_silenced_per_id(c):
 
 def test_silence_refuses_error_ids_and_reads_the_environment():
     with pytest.raises(ValueError, match="not an advice id"):
-        pypto.silence("C-VIEW-01")
+        pypto.silence("C-VIEW-02")
     assert checks.silenced_by_env({"PTOGYM_SILENCE": "A-SUM-01, A-OUT-01,"}) == {"A-SUM-01", "A-OUT-01"}
     assert checks.silenced_by_env({}) == set()
 
@@ -1029,12 +1026,13 @@ def test_lenient_warns_instead(c):
     assert all(fragment in first for fragment in c.fragments)
 
 
-def test_lenient_view_is_clipped_and_valid_shape_passes():
+def test_view_past_its_source_is_clipped_and_valid_shape_passes():
     x = r(8, 64)
     out = torch.full((8, 64), -1.0)
-    with lenient(), pytest.warns(ConstraintWarning) as record:
+    checks._advised.clear()
+    with pytest.warns(ConstraintWarning) as record:
         view_oob_kernel(x, out)
-    assert [str(w.message)[:11] for w in record] == ["[C-VIEW-01]", "[A-OUT-01] "]
+    assert [str(w.message)[:11] for w in record] == ["[A-VIEW-01]", "[A-OUT-01] "]
     assert torch.equal(out[:4], x[4:])  # pypto clips the view to the source
     assert (out[4:] == -1).all()
 
@@ -1066,7 +1064,7 @@ def test_lenient_nesting():
         assert checks.is_lenient()
         with lenient(False):
             with pytest.raises(ConstraintViolation):
-                view_oob()
+                tile_cube_capacity()
         assert checks.is_lenient()
     assert not checks.is_lenient()
 
@@ -1158,3 +1156,12 @@ def test_recorded_verdicts_still_hold_live(name):
     live, recorded = recorder_output("record_check_fixtures.py", "--child", name, timeout=170), RECORDED[name]
     assert live["verdict"] == recorded["verdict"]
     assert live.get("outputs") == recorded.get("outputs")  # bit for bit
+
+
+def test_docs_list_every_check_with_its_recorded_evidence():
+    """docs/fidelity.md's evidence table is the one the probes and recorded verdicts give."""
+    spec = importlib.util.spec_from_file_location("gen_check_table", pathlib.Path(__file__).parents[1] / "scripts" /
+                                                  "gen_check_table.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert gen.docs_block() == gen.table(), "docs/fidelity.md is stale: run scripts/gen_check_table.py --write"

@@ -65,8 +65,6 @@ def test_annotations_checked_at_call_time():
     assert seen["rows"].expr == "x.shape[0]" and not seen["rows"].is_concrete()
     assert seen["static"] == [4, 64]
     bad = [
-        ((torch.randn(64), out), "rank 1 [64], annotation [DYNAMIC, 64] needs rank 2"),
-        ((x, torch.zeros(4, 64, 1)), "rank 3 [4, 64, 1], annotation [4, 64] needs rank 2"),
         ((torch.randn(12, 64, dtype=torch.float16), out), "torch.float16"),
         ((x, torch.zeros(5, 64)), "axis 0 is 5"),
         ((torch.randn(12, 32), out), "axis 1 is 32"),
@@ -114,10 +112,8 @@ def test_named_dynamic_dims_bind_consistently():
         kernel(a, torch.zeros(n, 32), out)
         assert torch.equal(out, a)
     assert seen == [5, 17]
-    with pytest.raises(ConstraintViolation) as info:
+    with pytest.warns(pypto.ConstraintWarning, match=r"\[A-ARG-03\].*N is 6.*bound to 5"):
         kernel(torch.zeros(5, 64), torch.zeros(6, 32), torch.zeros(5, 64))
-    assert info.value.check_id == "C-ARG-03"
-    assert "N is 6" in str(info.value) and "bound to 5" in str(info.value)
 
 
 def test_postponed_annotations_rejected_strict_resolved_lenient(tmp_path, monkeypatch):
@@ -481,6 +477,14 @@ def test_symbolic_scalar_arithmetic_and_comparisons():
     assert seen["concrete_error"] == "C-LOOP-03"
     named = pypto.SymbolicScalar("batch", 6)
     assert named.expr == "batch" and named.value == 6
+    # a name given a value is concrete, as in pypto (upstream examples' symbolic_scalar.py, recorded
+    # in tests/pypto_suite/program_fixtures/); a name alone is a runtime value
+    assert named.is_concrete() and named.concrete() == 6 and pypto.SymbolicScalar(named).is_concrete()
+    assert not pypto.SymbolicScalar("batch").is_concrete()
+    # min/max of constants fold to a constant, which set_vec_tile_shapes takes (pypto calls
+    # concrete() on it; the DeepSeek-V3.2 lightning indexer's pypto.min(s1_tile * heads, block))
+    assert pypto.min(128, 64).is_concrete() and pypto.max(named, 8).concrete() == 8
+    assert not seen["n"].min(8).is_concrete() and seen["n"].min(8).expr == "min(x.shape[0], 8)"
     assert pypto.ceildiv(17, 8) == 3
 
 
@@ -729,13 +733,13 @@ def test_launcher_shows_the_programs_traceback_and_lenient(tmp_path, launcher_sa
         @pypto.frontend.jit
         def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
             pypto.set_vec_tile_shapes(8, 64)
-            out[:] = pypto.view(x, [8, 64], [4, 0])
+            pypto.assemble(pypto.view(x, [8, 64], [0, 0]), [4, 0], out)
 
         kernel(torch.ones(8, 64), torch.zeros(8, 64))
     """))
     assert launcher.main([str(script)]) == 1  # as `python bad_script.py`: the traceback, exit 1
     shown = capsys.readouterr().err
-    assert f"ConstraintViolation: [C-VIEW-01] {script}:8: " in shown
+    assert f"ConstraintViolation: [C-ASSEMBLE-01] {script}:8: " in shown
     frames = [line for line in shown.splitlines() if line.startswith("  File ")]
     assert frames == [f'  File "{script}", line 10, in <module>', f'  File "{script}", line 8, in kernel']
     assert launcher.main(["--debug", str(script)]) == 1  # every frame
@@ -743,7 +747,7 @@ def test_launcher_shows_the_programs_traceback_and_lenient(tmp_path, launcher_sa
     with pytest.warns(pypto.ConstraintWarning) as record:
         assert launcher.main(["--lenient", str(script)]) == 0
     ids = [str(w.message).split("]")[0].lstrip("[") for w in record]
-    assert ids == ["C-VIEW-01", "A-OUT-01"]  # clipped view, so half of out stays unwritten
+    assert ids == ["C-ASSEMBLE-01", "A-OUT-01"]  # clipped assemble, so half of out stays unwritten
     assert not checks.is_lenient()  # lenient only for the launched program
 
 

@@ -747,6 +747,25 @@ def test_reshape_inplace_and_copy(dtype):
     assert_same(out, torch.exp(x32))
 
 
+def test_reshape_of_a_tail_tile_takes_its_padding_along():
+    """A tile whose valid extent is smaller than its shape, reshaped to a full shape (the
+    DeepSeek-V3.2 sparse attention's key scales): the padding comes along undefined (NaN)."""
+    seen = {}
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([16, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 64)
+        tile = pypto.add(pypto.view(x, [8, 64], [0, 0], valid_shape=[8, 32]), 0.0)
+        seen["flat"] = pypto.reshape(tile, [16, 32])
+        out[:] = seen["flat"]
+
+    x = rand(torch.float32, seed=49)
+    out = torch.zeros(16, 32)
+    kernel(x, out)
+    assert_same(out[0::2], x[:, :32])  # each 64-wide row's valid half lands in the even rows
+    assert out[1::2].isnan().all()
+
+
 def test_view_valid_shape_tail_tiles():
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([pypto.DYNAMIC, 64], pypto.DT_BF16),

@@ -44,9 +44,8 @@ import warnings
 from dataclasses import dataclass
 
 CHECKS = {
-    "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, rank, dtype, static dims)",
+    "C-ARG-01": "kernel argument must match its pypto.Tensor annotation (type, dtype, static dims)",
     "C-ARG-02": "kernel tensor arguments must be contiguous and on one device",
-    "C-ARG-03": "a named dynamic dim must bind the same value everywhere",
     "C-LOOP-01": "an op on a tensor with a dynamic dim must run inside a pypto.loop (operate on its views)",
     "C-LOOP-02": "a symbolic loop bound needs pypto.loop, not Python range()",
     "C-LOOP-03": "a symbolic scalar cannot be a Python int, bool or container index",
@@ -59,7 +58,6 @@ CHECKS = {
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
     "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
-    "C-VIEW-01": "a view or slice must lie inside its source unless valid_shape covers the overhang",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",
@@ -112,6 +110,14 @@ ADVICE = {
                  "upwards and compute the index",
     "A-FRONT-01": "pypto.loop / loop_unroll read only name, idx_name, unroll_list and submit_before_loop; pypto "
                   "ignores any other keyword (a misspelt one, say) without a word",
+    "A-ARG-03": "a named dynamic dim should bind the same value in every argument: pypto does not compare the "
+                "bindings, so a kernel sized by one argument reads another past its end or only in part",
+    "A-ARG-04": "a tensor argument's rank should match its annotation: pypto compares them only in its CHECKATTR "
+                "debug mode, else the kernel sees the tensor's own rank (the annotation's dynamic axes by "
+                "position) and fails only where it uses an axis the tensor lacks",
+    "A-VIEW-01": "a view or slice should lie inside its source: pypto clips the part past the source's end (a "
+                 "view's valid shape is min(source valid extent - offset, view shape), on the device too), so "
+                 "the view holds less data than its shape says",
     "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
                 "16-bit result",
 }

@@ -6,6 +6,7 @@ import enum
 
 from . import runtime
 from .checks import violation
+from .symbolic import SymbolicScalar
 
 
 class CachePolicy(enum.Enum):  # values as pypto numbers them
@@ -18,6 +19,8 @@ def _is_int(x) -> bool:
 
 
 def set_vec_tile_shapes(*shapes: int) -> None:
+    # pypto takes a concrete symbolic scalar's value (its concrete() raises for a runtime value)
+    shapes = tuple(s.value if isinstance(s, SymbolicScalar) and s.is_concrete() else s for s in shapes)
     for i, s in enumerate(shapes):
         if not _is_int(s) or s <= 0:
             violation("C-TILE-06", f"set_vec_tile_shapes{shapes}: entry {i} is {s!r}; tile shapes must be positive "

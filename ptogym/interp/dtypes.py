@@ -57,6 +57,9 @@ ALL = [DT_BOOL, DT_INT4, DT_INT8, DT_INT16, DT_INT32, DT_INT64, DT_UINT8, DT_UIN
        DT_UINT64, DT_FP16, DT_BF16, DT_FP32, DT_DOUBLE, DT_FP8E4M3, DT_FP8E5M2, DT_FP8E8M0, DT_HF4, DT_HF8,
        DT_FP4_E1M2X2, DT_FP4_E2M1X2, DT_BOTTOM]
 _FROM_TORCH = {d.torch: d for d in ALL if d.torch is not None}
+for _member in ALL:  # pypto's DataType is an enum: pypto.DataType.DT_FP16 is pypto.DT_FP16
+    setattr(DataType, _member.name, _member)
+DataType.DT_FP8 = DT_FP8  # an alias, as in pypto
 
 
 def from_torch(dtype: torch.dtype) -> DataType:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import __future__
 import ast
-import contextlib
 import enum
 import functools
 import inspect
@@ -270,7 +269,7 @@ class JitKernel:
         The rank rule is pypto's: ``Tensor()`` takes any rank, a list of DYNAMIC/STATIC/ints
         (optionally ending in ``...``) or ``[]`` at least its length, int/symbol shapes exactly."""
         _check_annotation(f"{self.__name__}({name}=...)", spec, list(arg.shape), dtypes.from_torch(arg.dtype),
-                          str(arg.dtype))
+                          str(arg.dtype), rank_is_advice=True)
         dims = [d for d in spec.shape if d is not Ellipsis]
         shape = []
         for axis, size in enumerate(arg.shape):
@@ -280,9 +279,9 @@ class JitKernel:
             elif isinstance(dim, SymbolicScalar):
                 bound = run.dims.setdefault(dim.expr, size)
                 dim.value = bound  # the kernel body may use the pypto.frontend.dynamic object itself
-                if bound != size:
-                    violation("C-ARG-03", f"{self.__name__}({name}=...): dynamic dim {dim.expr} is {size} on axis "
-                                          f"{axis}, bound to {bound} by an earlier argument")
+                if bound != size:  # pypto does not compare the bindings (measured): advice
+                    advise("A-ARG-03", f"{self.__name__}({name}=...): dynamic dim {dim.expr} is {size} on axis "
+                                       f"{axis}, bound to {bound} by an earlier argument")
                 shape.append(SymbolicScalar(size, dim.expr))
             else:
                 static = size if dim is STATIC else dim
@@ -298,16 +297,19 @@ class JitKernel:
         return param
 
 
-def _check_annotation(call: str, spec: Tensor, shape: list, dtype, dtype_shown: str, site: str | None = None) -> None:
+def _check_annotation(call: str, spec: Tensor, shape: list, dtype, dtype_shown: str, site: str | None = None,
+                      rank_is_advice: bool = False) -> None:
     """C-ARG-01: an argument's dtype and rank against its ``pypto.Tensor`` annotation (a jit
-    kernel's torch argument, or a tensor passed to a ``@pypto.frontend.function``)."""
+    kernel's torch argument, or a tensor passed to a ``@pypto.frontend.function``).  A jit
+    argument's rank is advice (A-ARG-04): pypto compares it only in its CHECKATTR mode."""
     if spec.dtype is not None and dtype is not spec.dtype:
         violation("C-ARG-01", f"{call}: dtype {dtype_shown}, annotation says {spec.dtype}", site)
     rule = _rank_rule(spec.spec_shape)
     dims = [d for d in spec.shape if d is not Ellipsis]
     if (rule == "exact" and len(dims) != len(shape)) or (rule == "at least" and len(dims) > len(shape)):
-        violation("C-ARG-01", f"{call}: rank {len(shape)} {_fmt_shape(shape)}, annotation {_fmt_spec(spec.shape)} "
-                              f"needs rank {'>= ' if rule == 'at least' else ''}{len(dims)}", site)
+        details = (f"{call}: rank {len(shape)} {_fmt_shape(shape)}, annotation {_fmt_spec(spec.shape)} "
+                   f"needs rank {'>= ' if rule == 'at least' else ''}{len(dims)}")
+        (advise if rank_is_advice else violation)("A-ARG-04" if rank_is_advice else "C-ARG-01", details, site)
 
 
 def _fmt_shape(shape) -> str:
@@ -449,10 +451,7 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     _check_trip_count(call, len(values))
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
-    with _loop_body() as count_iteration:
-        for v in values:
-            count_iteration()
-            yield SymbolicScalar(v, label, loop=info)
+    yield from _iterations(SymbolicScalar(v, label, loop=info) for v in values)
 
 
 def _indices(start: int, stop: int, step: int, call: str) -> range:
@@ -481,23 +480,26 @@ def _advise_ignored(what: str, ignored: dict) -> None:
                              f"{'this keyword' if len(ignored) == 1 else 'these keywords'}")
 
 
-@contextlib.contextmanager
-def _loop_body():
-    """Count the loops a kernel is inside (ops on dynamic shapes need one); yields the
-    per-iteration counter of the kernel call's L-LOOP-02 budget."""
+def _iterations(items):
+    """A loop's iterations, counted as loop depth (ops on dynamic shapes need a loop) and
+    against the kernel call's L-LOOP-02 budget, each starting from the tile shapes the
+    loop started with: pypto records a loop inside a configuration scope of its own
+    (``BeginScope``/``EndScope``), so a tile set in the body holds there only (upstream
+    ``st/test_options_new_front.py``)."""
     run = runtime.current()
     budget = limit("L-LOOP-02")
-
-    def count_iteration():
-        run.loop_iterations += 1
-        if run.loop_iterations > budget:
-            exceeded("L-LOOP-02", f"kernel {run.name}: more than {budget} loop iterations in one call")
-
+    saved = run.vec_tile, run.cube_tile
     run.loop_depth += 1
     try:
-        yield count_iteration
+        for item in items:
+            run.loop_iterations += 1
+            if run.loop_iterations > budget:
+                exceeded("L-LOOP-02", f"kernel {run.name}: more than {budget} loop iterations in one call")
+            yield item
+            run.vec_tile, run.cube_tile = saved
     finally:
         run.loop_depth -= 1
+        run.vec_tile, run.cube_tile = saved
 
 
 def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unroll_list=(1,),
@@ -532,10 +534,7 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
     for factor, stride, indices in plan:
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
-            with _loop_body() as count_iteration:
-                for value in indices:
-                    count_iteration()
-                    yield SymbolicScalar(value, label, loop=info), factor
+            yield from _iterations((SymbolicScalar(value, label, loop=info), factor) for value in indices)
 
 
 def _fmt_arg(x) -> str:

@@ -22,33 +22,41 @@ class SymbolicScalar:
     it is during this run; an ``if`` on it is a runtime condition (pypto's parser
     compiles it), evaluated here with the value."""
 
-    __slots__ = ("value", "expr", "loop", "is_variable")
+    __slots__ = ("value", "expr", "loop", "is_variable", "named_constant")
 
     def __init__(self, value, expr=None, *, loop=None):
+        named_constant = False
         if isinstance(value, SymbolicScalar):
-            value, expr = value.value, expr or value.expr
-        elif isinstance(value, str):  # pypto.SymbolicScalar("name", value)
-            value, expr = (expr if isinstance(expr, int) else 0), value
+            value, expr, named_constant = value.value, expr or value.expr, value.named_constant
+        elif isinstance(value, str):  # pypto.SymbolicScalar("name", value): a named constant
+            named_constant = isinstance(expr, int)
+            value, expr = (expr if named_constant else 0), value
         self.value = int(value)
         self.expr = expr if expr is not None else str(self.value)
         self.loop = loop
         self.is_variable = False
+        # pypto: a name given a value is concrete (upstream examples' symbolic_scalar.py)
+        self.named_constant = named_constant
 
     # --- what pypto offers -------------------------------------------------------
     def min(self, other) -> "SymbolicScalar":
-        other_value = _value(other)
-        return SymbolicScalar(min(self.value, other_value), f"min({self.expr}, {_expr(other)})")
+        return self._extremum(min, other)
 
     def max(self, other) -> "SymbolicScalar":
-        other_value = _value(other)
-        return SymbolicScalar(max(self.value, other_value), f"max({self.expr}, {_expr(other)})")
+        return self._extremum(max, other)
+
+    def _extremum(self, pick, other) -> "SymbolicScalar":
+        value = pick(self.value, _value(other))
+        if self.is_concrete() and (not isinstance(other, SymbolicScalar) or other.is_concrete()):
+            return SymbolicScalar(value)  # pypto folds constants (symbolic_scalar.py _binary_ops)
+        return SymbolicScalar(value, f"{pick.__name__}({self.expr}, {_expr(other)})")
 
     def as_variable(self) -> None:
         """Mark as a named runtime variable (pypto: in place, returns None)."""
         self.is_variable = True
 
     def is_concrete(self) -> bool:
-        return self.expr == str(self.value)
+        return self.named_constant or self.expr == str(self.value)
 
     def concrete(self) -> int:
         if not self.is_concrete():

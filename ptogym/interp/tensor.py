@@ -11,6 +11,7 @@ formal parameters behaves as memory does.
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 import torch
@@ -52,9 +53,10 @@ class Tensor:
     def _allocate_workspace(self, device) -> None:
         """``pypto.tensor`` inside a kernel: uninitialised on a device, so poisoned here
         and tracked until written (C-MEM-01)."""
-        for i, dim in enumerate(self._shape):
-            if not isinstance(dim, int) or isinstance(dim, bool):
-                violation("C-TILE-06", f"pypto.tensor {self.name!r} dim {i} is {dim!r}; workspace shapes must be Python ints")
+        for i, dim in enumerate(self._shape):  # pypto takes ints and symbols (its Tensor converts them to_syms)
+            if not isinstance(dim, (int, SymbolicScalar)) or isinstance(dim, bool):
+                violation("C-TILE-06", f"pypto.tensor {self.name!r} dim {i} is {dim!r}; workspace shapes must be "
+                                       "ints or symbolic scalars")
         shape = [value_of(d) for d in self._shape]
         torch_dtype = self.dtype.torch
         self.data = torch.empty(shape, dtype=torch_dtype, device=device or _default_device())
@@ -290,12 +292,13 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
         if start < 0 or extent < 0 or extent > size:
             violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)}, "
                                    f"valid {_fmt1(extent)}, shape {size}")
-        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial)
+        # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial);
+        # past them pypto clips the view's valid shape (GetViewValidShapeDim), and so does the region below
         if start + extent > max(value_of(declared), n):
             source = [max(value_of(d), m) for d, m in zip(input._shape, input.data.shape)]
-            violation("C-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
-                                   f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
-                                   f"valid_shape {_fmt(valid_shape)})")
+            advise("A-VIEW-01", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)} + extent "
+                                f"{extent} > {source[axis]} (source {source}, view shape {shape}, "
+                                f"valid_shape {_fmt(valid_shape)}): clipped to the source")
         region.append(slice(start, max(start, min(start + extent, n))))
     region = tuple(region)
     _note_read(input, region, "view")
@@ -485,8 +488,17 @@ class ScatteredRows(Tensor):
 def reshape(input: Tensor, shape, *, valid_shape=None, inplace: bool = False) -> Tensor:
     """``pypto.reshape``; inplace=True shares storage (and its bookkeeping) with input.
     A tail tile (data smaller than its shape) reshapes its valid data to valid_shape."""
+    if inplace:  # pypto passes an in-place reshape the shape alone: valid_shape is ignored (operation.py)
+        valid_shape = None
     dims = [value_of(d) for d in (shape if valid_shape is None else valid_shape)]
-    data = input.data.reshape(dims)
+    data = input.data
+    if not inplace and data.numel() != math.prod(dims):
+        # a tail tile reshaped to a full shape takes its whole buffer along: the part past
+        # the valid data is undefined (NaN, as for any op reading a tile's padding)
+        from .ops._common import pad_undefined
+
+        data = pad_undefined("reshape", data, [value_of(d) for d in input.shape])
+    data = data.reshape(dims)
     if inplace:
         result = Tensor(list(shape), input.dtype, input.name, _data=data, _record=input.record,
                         _region=None if input.record is None else input.region and _reshape_region(input, dims))

@@ -382,11 +382,6 @@ KNOWN: dict = {
        for src in ("fp32", "int32") for dt in ("int8", "int16")},
     "cast_fp32_fp32_rint": "pypto 0.2.0 leaves the output unwritten (zeros) for a same-dtype cast with CAST_RINT; the "
                            "interpreter returns the input, already integral-free of change (a pypto bug)",
-    "exp_loop_clip_fp32": "pypto's CPU interpreter clips a view that runs past the end of its source (the tail "
-                          "block of 37 rows); the interpreter keeps C-VIEW-01 an error, because on a device the "
-                          "overhang reads memory outside the source unless valid_shape says otherwise",
-    "exp_loop_clip_dynamic_fp32": "pypto's CPU interpreter clips a view that runs past the end of a dynamic source; "
-                                  "C-VIEW-01 stays an error for the same reason as exp_loop_clip_fp32",
 }
 
 # Found by generator.random_area_spec (the recorded area_* sample): what pypto 0.2.0 refuses

@@ -48,6 +48,13 @@ def check_dynamic_outside_loop(op: str, *tensors: Tensor) -> None:
                                        f"{dynamic[0].expr} outside any pypto.loop")
 
 
+def effective_vec_tile(tile, shape) -> list:
+    """The tile pypto cuts a tensor of ``shape`` into: tile axis i applies to tensor axis i
+    (a higher-rank tile's trailing entries are unused: pypto's tiling loops index
+    ``vecTile[cur]`` for each tensor axis ``cur``), clamped to the tensor's extent."""
+    return [builtins.min(a, value_of(b)) for a, b in zip(tile[:len(shape)], shape)]
+
+
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
     run = runtime.current()
@@ -68,14 +75,14 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
             violation("C-TILE-08", f"pypto.{op}: vec tile {list(tile)} (rank {len(tile)}) on {t.name or 'tensor'} "
                                    f"{list(shape)} (rank {len(shape)}); set a tile of rank >= {len(shape)}")
             continue
-        own = tile[len(tile) - len(shape):]  # a higher-rank tile applies by its trailing dims (pypto accepts it)
+        own = tile[:len(shape)]
         nbytes = t.dtype.nbytes
         if own[-1] * nbytes % platform.profile.ub_block_bytes:
             valid = False  # re-checked at every call: advice is per site
             advise("A-TILE-02", f"pypto.{op}: tile last dim {own[-1]} x {nbytes} B ({t.dtype}) = {own[-1] * nbytes} B "
                                 f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
                                 f"tensor {list(shape)})")
-        total += math.prod(builtins.min(a, b) for a, b in zip(own, shape)) * nbytes
+        total += math.prod(effective_vec_tile(tile, shape)) * nbytes
     if total > platform.profile.ub_bytes:
         valid = False
         violation("C-TILE-03", f"pypto.{op}: tiles of {len(tensors)} operand(s) need {total} B of UB > "

@@ -23,22 +23,41 @@ _MATMUL_OUT = {
 _ND_INNER_AXIS_LIMIT = 65535  # pypto: "when input is ND format, inner axis must be less than 65535"
 
 
+_FRACTAL = 16  # a cube buffer holds whole 16-element blocks along m, k and n
+
+
+def effective_cube_tile(tile: tuple, extent: int) -> tuple:
+    """The (L0, L1) tile pypto uses on an axis of ``extent``: each clamped to the extent
+    (its matmul tiling takes ``min(view - offset, tile)``, cube_operation_impl.cpp) and
+    rounded up to the 16-element fractal block."""
+    def clamp(size):
+        return -(-min(size, extent) // _FRACTAL) * _FRACTAL
+
+    return tuple(clamp(size) for size in tile)
+
+
 def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
+    """C-TILE-05: the alignment rules apply to the declared tile (pypto's CheckCubeTiling),
+    the capacities to the tile pypto uses, clamped to the operands (measured: probes
+    ``tile_cube_l0_*``)."""
     cube = runtime.current().cube_tile
     if cube is None:
         violation("C-TILE-06", f"pypto.{op} before any pypto.set_cube_tile_shapes")
         return
     (m0, m1), (k0, k1, *_), (n0, n1), _ = cube
     prof, nbytes = platform.profile, a.dtype.nbytes
-    needs = {"L0A": (m0 * k0 * nbytes, prof.l0a_bytes), "L0B": (k0 * n0 * nbytes, prof.l0b_bytes),
-             "L0C": (m0 * n0 * 4, prof.l0c_bytes), "L1": ((m1 * k1 + k1 * n1) * nbytes, prof.l1_bytes)}
     if op == "matmul" and n0 * nbytes % 32:  # pypto's CheckCubeTiling (measured: int8 with nL0 = 16 is refused)
         violation("C-TILE-05", f"pypto.{op}: cube tile nL0 {n0} x {nbytes} B ({a.dtype}) = {n0 * nbytes} B is not "
                                f"32-byte aligned")
+    (em0, em1), (ek0, ek1), (en0, en1) = (effective_cube_tile(t, e) for t, e in (((m0, m1), m), ((k0, k1), k),
+                                                                                 ((n0, n1), n)))
+    needs = {"L0A": (em0 * ek0 * nbytes, prof.l0a_bytes), "L0B": (ek0 * en0 * nbytes, prof.l0b_bytes),
+             "L0C": (em0 * en0 * 4, prof.l0c_bytes), "L1": ((em1 * ek1 + ek1 * en1) * nbytes, prof.l1_bytes)}
     for buffer, (need, have) in needs.items():
         if need > have:
-            violation("C-TILE-05", f"pypto.{op}: cube tile m{[m0, m1]} k{[k0, k1]} n{[n0, n1]} with {a.dtype} needs "
-                                   f"{need} B of {buffer} > {have} B")
+            violation("C-TILE-05", f"pypto.{op}: cube tile m{[m0, m1]} k{[k0, k1]} n{[n0, n1]} on a [{m}, {k}] x "
+                                   f"[{k}, {n}] matmul uses m{[em0, em1]} k{[ek0, ek1]} n{[en0, en1]} with "
+                                   f"{a.dtype}: {need} B of {buffer} > {have} B")
 
 
 def _matmul_operands(op: str, input: Tensor, mat2: Tensor, out_dtype: DataType, a_trans: bool, b_trans: bool):

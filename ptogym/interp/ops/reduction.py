@@ -3,7 +3,6 @@ FP32), ``amax``, ``amin``, ``prod``, and ``max``/``min`` of two runtime
 integers (pypto 0.2.0 has no tensor form of them)."""
 from __future__ import annotations
 
-import builtins
 import math
 
 import torch
@@ -12,9 +11,9 @@ from .. import runtime
 from ..checks import advise, violation
 from ..dtypes import DT_FP32
 from ..platform import platform
-from ..symbolic import sym_max, sym_min, value_of
+from ..symbolic import sym_max, sym_min
 from ..tensor import Tensor, note_operand, wrap
-from ._common import _static, check_vector_tiles
+from ._common import _static, check_vector_tiles, effective_vec_tile
 
 
 def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
@@ -40,7 +39,7 @@ def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
         advise("A-SUM-01", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
     tile = runtime.current().vec_tile
     if tile is not None and len(tile) == input.dim():
-        effective = [builtins.min(a, value_of(b)) for a, b in zip(tile, input._shape)]
+        effective = effective_vec_tile(tile, input._shape)
         nbytes = math.prod(effective) * input.dtype.nbytes
         if nbytes > platform.profile.sum_buffer_bytes:
             violation("C-TILE-04", f"pypto.sum input tile {effective} x {input.dtype.nbytes} B = {nbytes} B > "

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Print (or, with --write, put into docs/fidelity.md) the table of every check id and
+the real-pypto evidence behind its class: for an error (``C-*``) the pypto 0.2.0
+rejection it mirrors (the probe and pypto's error text, recorded in
+tests/fixtures/checks_pypto.json), for advice (``A-*``) the probe pypto accepts.
+An error whose probes pypto all accepts is marked as such with the probe's stated
+device argument: no device result is recorded for any of them.
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from check_probes import PROBES  # noqa: E402
+
+from ptogym.interp import checks  # noqa: E402
+
+FIXTURE = ROOT / "tests" / "fixtures" / "checks_pypto.json"
+DOCS = ROOT / "docs" / "fidelity.md"
+BEGIN, END = "<!-- check-evidence table: scripts/gen_check_table.py --write -->", "<!-- end check-evidence table -->"
+
+
+def pypto_text(error: str) -> str:
+    """pypto's message without wrapper exception names, error-code numbers and paths."""
+    text = re.sub(r"(PyptoRunError: pypto-sim: kernel '\w+' failed: )?(RenderedParserError: )?", "", error)
+    text = re.sub(r"^(\d{6,}, )+", "", text)
+    text = re.sub(r"/\S+/", "", text)
+    return text.replace("|", "/").strip()[:110]
+
+
+def evidence(check_id: str, recorded: dict) -> tuple[str, str]:
+    """(class and evidence, the probes) of one check id."""
+    probes = [p for p in PROBES.values() if check_id in p.interp.split(",")]
+    names = ", ".join(f"`{p.name}`" for p in probes) or "none"
+    entries = [(p, recorded.get(p.name, {})) for p in probes]
+    if check_id in checks.ADVICE:
+        accepted = [p.name for p, r in entries if r.get("verdict") == "accepted"]
+        return ("advice: pypto accepts" + ("" if accepted else " (no probe recorded)")), names
+    rejected = [(p, r) for p, r in entries if r.get("verdict") == "rejected"]
+    accepted = [p for p, r in entries if r.get("verdict") == "accepted"]
+    but = "".join(f"; but pypto accepts `{p.name}` (no device result recorded; the argument: {p.device_garbage})"
+                  for p in accepted)
+    if rejected:
+        p, r = rejected[0]
+        return f"error: pypto rejects (`{p.name}`): {pypto_text(r['error'])}{but}", names
+    never = [p for p, r in entries if r.get("verdict") == "crashed"]
+    if never:
+        return f"error: pypto's compile never ends (`{never[0].name}`, killed)", names
+    return f"error, NO pypto rejection and no recorded device result{but}", names
+
+
+def table() -> str:
+    recorded = json.loads(FIXTURE.read_text())
+    lines = ["| id | class and evidence (real pypto 0.2.0) | probes |", "|---|---|---|"]
+    for check_id in [*checks.CHECKS, *checks.ADVICE]:
+        verdict, names = evidence(check_id, recorded)
+        lines.append(f"| {check_id} | {verdict} | {names} |")
+    return "\n".join(lines)
+
+
+def docs_block() -> str:
+    text = DOCS.read_text()
+    return text[text.index(BEGIN) + len(BEGIN):text.index(END)].strip()
+
+
+def main(argv) -> int:
+    if "--write" in argv:
+        text = DOCS.read_text()
+        head, rest = text.split(BEGIN)
+        DOCS.write_text(f"{head}{BEGIN}\n{table()}\n{END}{rest.split(END, 1)[1]}")
+    else:
+        print(table())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,80 @@
+"""What the pypto-suite harness keeps of a run: digests, small outputs, verdicts.
+
+Tensors use the conformance corpus's encoding (``conformance.harness``): an output
+of at most ``KEEP_BYTES`` bytes is kept whole (base64 of its raw bytes), a larger one
+by its SHA-1 and a few statistics, so the fixtures stay small and hold no upstream
+code - only test ids, digests, outputs and verdicts.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+import torch
+
+from conformance import harness
+
+KEEP_BYTES = 4096
+
+
+def clean_error(text: str) -> str:
+    """A message without the temporary extraction paths (the run's working directory is the
+    extracted repository, its harness links beside it), cut like the corpus's errors."""
+    root = os.getcwd()
+    text = text.replace(os.path.join(os.path.dirname(root), "harness") + os.sep, "").replace(root + os.sep, "")
+    return harness.clean_error(text)
+
+
+def _raw(t: torch.Tensor) -> bytes:
+    t = t.detach().cpu().contiguous()
+    return (t.to(torch.uint8) if t.dtype is torch.bool else t.view(torch.uint8)).numpy().tobytes()
+
+
+def digest(tensors) -> str:
+    """SHA-1 over the dtypes, shapes and bytes of ``tensors``."""
+    h = hashlib.sha1()
+    for t in tensors:
+        h.update(f"{t.dtype}{list(t.shape)}".encode())
+        h.update(_raw(t))
+    return h.hexdigest()
+
+
+def encode_output(t: torch.Tensor) -> dict:
+    """A tensor after a jit call: whole when small, else digest and statistics."""
+    t = t.detach().cpu()
+    if t.numel() * t.element_size() <= KEEP_BYTES:
+        return harness.encode_tensor(t)
+    data = {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "sha1": digest([t])}
+    if t.dtype.is_floating_point:
+        finite = t[torch.isfinite(t)].double()
+        data["abs_sum"] = float(finite.abs().sum()) if finite.numel() else 0.0
+        data["nonfinite"] = int(t.numel() - finite.numel())
+    return data
+
+
+def decode_output(data: dict) -> torch.Tensor | None:
+    """The recorded tensor, or None when only its digest was kept."""
+    return harness.decode_tensor(data) if "b64" in data else None
+
+
+def output_sha1(data: dict) -> str:
+    return data["sha1"] if "sha1" in data else digest([harness.decode_tensor(data)])
+
+
+def compare_call(mine: dict, recorded: dict) -> str:
+    """How one jit call's tensors compare: 'bitwise', 'inputs differ', or what differs."""
+    if mine.get("inputs_sha1") != recorded.get("inputs_sha1"):
+        return "inputs differ"
+    if "outputs" not in recorded or "outputs" not in mine:
+        return "bitwise" if ("outputs" in recorded) == ("outputs" in mine) else "one side failed"
+    if len(mine["outputs"]) != len(recorded["outputs"]):
+        return "tensor count differs"
+    worst = "bitwise"
+    for k, (a, b) in enumerate(zip(mine["outputs"], recorded["outputs"])):
+        if output_sha1(a) == output_sha1(b):
+            continue
+        ta, tb = decode_output(a), decode_output(b)
+        if ta is None or tb is None:
+            return f"tensor {k} differs (digest; abs sum {a.get('abs_sum')} vs {b.get('abs_sum')})"
+        return f"tensor {k} differs: {harness.describe_difference(ta, tb)}"
+    return worst
