@@ -20,6 +20,11 @@ class Element:
     def __init__(self, dtype: DataType, data):
         self.dtype, self.data = dtype, data
 
+    @property
+    def value(self):
+        """The scalar, as pypto's ``Element.value``."""
+        return self.data
+
     def __repr__(self) -> str:
         return f"Element({self.dtype}, {self.data})"
 
