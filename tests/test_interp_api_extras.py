@@ -230,3 +230,4 @@ def test_symbolic_true_division_floors_and_unary_plus_is_identity():
     assert (n / 2).value == 3 and (9 / n).value == 1 and (-n / 2).value == -4
     assert (pypto.SymbolicScalar("a", 20) / pypto.SymbolicScalar("b", 10)).value == 2
     assert (+n).value == 7
+    assert (~n).value == 0 and (~pypto.SymbolicScalar("z", 0)).value == 1  # pypto's Not

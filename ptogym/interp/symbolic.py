@@ -137,6 +137,9 @@ for _name, _op, _sym in [("lt", operator.lt, "<"), ("le", operator.le, "<="), ("
     setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
 SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, None if self.is_concrete() else f"(-{self.expr})")
 SymbolicScalar.__pos__ = lambda self: self
+# ``~s`` is pypto's logical Not (1 where s is 0, else 0), not a bitwise complement
+SymbolicScalar.__invert__ = lambda self: SymbolicScalar(int(not self.value),
+                                                        None if self.is_concrete() else f"(!{self.expr})")
 
 
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*")
