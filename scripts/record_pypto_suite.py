@@ -101,7 +101,7 @@ class RealPyptoLock:
 
 
 LOCK = RealPyptoLock(hold_s=1500.0)
-GROUP = 12
+GROUP = 6
 
 
 def extract(mirror: str, dest: Path) -> Path:
