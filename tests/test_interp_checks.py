@@ -244,7 +244,8 @@ def ub_kernel(x: pypto.Tensor([64, 512], F32), out: pypto.Tensor([64, 512], F32)
     out[:] = pypto.add(x, x)  # MARK: tile_ub
 
 
-@case("C-TILE-03", "pypto.add", "393216 B of UB > 196608 B on DAV_2201", "vec tile [64, 512]")
+@case("C-TILE-03", "pypto.add", "262144 B of UB (the result in an operand's buffer) > 196608 B on DAV_2201",
+      "vec tile [64, 512]")
 def tile_ub():
     ub_kernel(z(64, 512), z(64, 512))
 
