@@ -106,8 +106,8 @@ class RealPyptoLock:
             self.file = None
 
 
-LOCK = RealPyptoLock(hold_s=600.0)
-GROUP = 12
+LOCK = RealPyptoLock(hold_s=1500.0)
+GROUP = 6
 
 
 def extract(mirror: str, dest: Path) -> Path:
@@ -137,6 +137,11 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default=str(suite.WORK), help="raw logs (resumable)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per upstream file and run")
     parser.add_argument("--force", action="store_true", help="record: also files that have a fixture")
+    parser.add_argument("--probes", nargs="*", default=[],
+                        help="record: first re-record these check probes (scripts/record_check_fixtures.py) while "
+                             "the lock is held")
+    parser.add_argument("--reuse", action="store_true",
+                        help="compare: classify the interpreter's last run again (e.g. after recording more)")
     parser.add_argument("--no-write", action="store_true",
                         help="compare: leave tests/pypto_suite/interp_verdicts.json and docs/fidelity.md alone")
     parser.add_argument("--budget", type=float, default=3000.0, help="stop starting files after this many seconds")
@@ -151,8 +156,13 @@ def main(argv=None) -> int:
         files = [f for f in corpus.files(root)
                  if not args.only or any(fnmatch.fnmatch(f, p) for p in args.only)]
         if args.action == "compare":  # the interpreter is fast and keeps no broken state: one process
-            compare_in_one_process(root, files, work, args.timeout * 8, corpus)
+            if not args.reuse:
+                compare_in_one_process(root, files, work, args.timeout * 8, corpus)
             return suite.report(work, args.only, write=not args.no_write, corpus=corpus)
+        if args.probes:
+            with LOCK.held(True):
+                subprocess.run([sys.executable, str(REPO / "scripts" / "record_check_fixtures.py"), *args.probes],
+                               cwd=REPO, check=False)
         return record(root, files, work, args.timeout, deadline, args.force, corpus)
 
 

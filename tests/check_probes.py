@@ -344,6 +344,7 @@ def _clamped_cube_tile_kernel(pypto, n):
     @pypto.frontend.jit
     def kernel(a: pypto.Tensor([16, 512], pypto.DT_FP16), b: pypto.Tensor([512, n], pypto.DT_FP16),
                out: pypto.Tensor([16, n], pypto.DT_FP32)):
+        assert n  # pypto resolves annotation names among the body's free variables
         pypto.set_cube_tile_shapes([16, 16], [512, 512], [128, 128])
         out[:] = pypto.matmul(a, b, pypto.DT_FP32)
     return kernel
@@ -425,6 +426,7 @@ def _rank_higher_tile_kernel(pypto, rows, tile):
     to tensor axis i (the 4th entry is unused), clamped to the tensor."""
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([2, rows, 256], pypto.DT_FP32), out: pypto.Tensor([2, rows, 256], pypto.DT_FP32)):
+        assert rows  # pypto resolves annotation names among the body's free variables
         pypto.set_vec_tile_shapes(*tile)
         out[:] = pypto.exp(x)
     return kernel
@@ -442,14 +444,14 @@ def tile_ub_exactly_full(pypto):
     return _rank_higher_tile_kernel(pypto, 48, (2, 64, 256, 1024))
 
 
-@probe("C-TILE-03", inputs=x_out(2, 49, 256))
+@probe("ok", inputs=x_out(2, 49, 256))
 def tile_ub_one_row_over(pypto):
-    # [2, 49, 256] fp32 = 98 KB each: 196 KB > 192 KB
+    # [2, 49, 256] fp32 = 98 KB each: 196 KB > 192 KB, yet pypto compiles it: exp's result takes its input's buffer
     return _rank_higher_tile_kernel(pypto, 49, (2, 64, 256, 1024))
 
 
 # --- views and assembles ---------------------------------------------------------------------------
-@probe("A-VIEW-01,A-OUT-01", inputs=x_out(8, 64))
+@probe("A-VIEW-01,A-OUT-01", inputs=x_out(8, 64), outputs=())  # outputs: recorded when it was an error probe
 def view_out_of_bounds(pypto):
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):

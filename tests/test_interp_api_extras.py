@@ -221,3 +221,13 @@ def test_published_style_program_runs_unmodified_under_ptogym_interp(tmp_path):
     done = subprocess.run([sys.executable, "-m", "ptogym", "interp", str(script)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_symbolic_true_division_floors_and_unary_plus_is_identity():
+    """pypto's SymbolicScalar ``/`` is its Div, floor division like ``//`` (upstream
+    ut/interface/test_symbolic_scalar.py: "always floordiv"); ``+s`` is s."""
+    n = pypto.SymbolicScalar("n", 7)
+    assert (n / 2).value == 3 and (9 / n).value == 1 and (-n / 2).value == -4
+    assert (pypto.SymbolicScalar("a", 20) / pypto.SymbolicScalar("b", 10)).value == 2
+    assert (+n).value == 7
+    assert (~n).value == 0 and (~pypto.SymbolicScalar("z", 0)).value == 1  # pypto's Not

@@ -11,18 +11,24 @@ from .frontend import DYN, DYNAMIC, STATIC, StatusType  # noqa: F401
 from .ops.cast import CastMode, SaturationMode  # noqa: F401
 
 
-class TileOpFormat(enum.IntEnum):
+class _Enum(enum.IntEnum):
+    """An int-valued enum that prints as ``Class.MEMBER``, as pypto_impl's enums do."""
+
+    __str__ = enum.Enum.__str__
+
+
+class TileOpFormat(_Enum):
     """Tensor storage format (``pypto.Tensor(..., format=...)``); the interpreter stores ND."""
     TILEOP_ND = 0
     TILEOP_NZ = 1
     TILEOP_FORMAT_NUM = 2
 
 
-class ReduceMode(enum.IntEnum):
+class ReduceMode(_Enum):
     ATOMIC_ADD = 0
 
 
-class OpType(enum.IntEnum):
+class OpType(_Enum):
     """Comparison kinds (pypto's compare ops and shmem_wait_until)."""
     EQ = 0
     NE = 1
@@ -32,30 +38,30 @@ class OpType(enum.IntEnum):
     GE = 5
 
 
-class OutType(enum.IntEnum):
+class OutType(_Enum):
     BOOL = 0
     BIT = 1
 
 
-class ReLuType(enum.IntEnum):
+class ReLuType(_Enum):
     """Fixpipe ReLU of matmul ``extend_params``."""
     NO_RELU = 0
     RELU = 1
 
 
-class TransMode(enum.IntEnum):
+class TransMode(_Enum):
     """Rounding of matmul ``extend_params`` output casts."""
     CAST_NONE = 0
     CAST_RINT = 1
     CAST_ROUND = 2
 
 
-class ScatterMode(enum.IntEnum):
+class ScatterMode(_Enum):
     NONE = 0
     ADD = 1
     MULTIPLY = 2
 
 
-class AtomicType(enum.IntEnum):
+class AtomicType(_Enum):
     SET = 0
     ADD = 1

@@ -172,15 +172,20 @@ def _binary(op, symbol, *, reflected=False):
     return method
 
 
+# `/` divides as `//` does (pypto's SymbolicScalar.__truediv__ is its Div: always floor division)
 for _name, _op, _sym in [("add", operator.add, "+"), ("sub", operator.sub, "-"),
                          ("mul", operator.mul, "*"), ("floordiv", operator.floordiv, "//"),
-                         ("mod", operator.mod, "%")]:
+                         ("truediv", operator.floordiv, "//"), ("mod", operator.mod, "%")]:
     setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
     setattr(SymbolicScalar, f"__r{_name}__", _binary(_op, _sym, reflected=True))
 for _name, _op, _sym in [("lt", operator.lt, "<"), ("le", operator.le, "<="), ("gt", operator.gt, ">"),
                          ("ge", operator.ge, ">="), ("eq", operator.eq, "=="), ("ne", operator.ne, "!=")]:
     setattr(SymbolicScalar, f"__{_name}__", _binary(_op, _sym))
 SymbolicScalar.__neg__ = lambda self: SymbolicScalar(-self.value, None if self.is_concrete() else f"(-{self.expr})")
+SymbolicScalar.__pos__ = lambda self: self
+# ``~s`` is pypto's logical Not (1 where s is 0, else 0), not a bitwise complement
+SymbolicScalar.__invert__ = lambda self: SymbolicScalar(int(not self.value),
+                                                        None if self.is_concrete() else f"(!{self.expr})")
 
 
 _NAME = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])*")
