@@ -1,7 +1,8 @@
 """Every registered operator's case levels as parametrized tests.
 
 Ids are ``<op>-<case id>`` (``pytest -k inplace_add_rms_norm``); cases tagged "slow"
-carry ``pytest.mark.slow``; ``--quick`` keeps the quick-tagged ones.  Every level runs
+carry ``pytest.mark.slow``, model shapes also tagged "model" ``pytest.mark.model`` (CI
+leaves them out: minutes and GBs each); ``--quick`` keeps the quick-tagged ones.  Every level runs
 with warnings as errors, each kernel site's advice shown afresh: the gym's own kernels
 raise no advice (A-OUT-01 ...) and no warning at all on the interpreter.  An operator
 whose module or case file cannot be loaded yields one failing ``<op>-collect`` test
@@ -31,7 +32,7 @@ def _op_case_params(quick: bool) -> list:
             continue
         params += [
             pytest.param((spec, case, None), id=f"{name}-{case.id}",
-                         marks=[pytest.mark.slow] if case.is_slow else [])
+                         marks=[pytest.mark.slow] * case.is_slow + [pytest.mark.model] * ("model" in case.tags))
             for case in cases if case.is_quick or not quick
         ]
     return params

@@ -155,12 +155,13 @@ def test_stage_from_keeps_a_pass_only_on_the_same_content_level_and_backend(tmp_
 
 
 def test_stage_under_lenient_mode_is_no_plain_pass(tmp_path):
-    """A module reading past its input (no valid_shape on the tail block: C-VIEW-01) is an
-    error; PTOGYM_LENIENT=1 lets it through, and the verdict says so (exit 3)."""
+    """A module whose tile shape is no int (C-TILE-06, refused by pypto) is an error;
+    PTOGYM_LENIENT=1 lets it through, and the verdict says so (exit 3)."""
     package_dir = _new(tmp_path, "wf_lenient", modules=1)
-    _edit(package_dir / "wf_lenient_module1_impl.py", ", valid_shape=[valid_rows, hidden])", ")")
+    _edit(package_dir / "wf_lenient_module1_impl.py", "set_vec_tile_shapes(ROWS_PER_TILE, hidden)",
+          "set_vec_tile_shapes(ROWS_PER_TILE, hidden * 1.0)")
     code, lines = _cli("stage", str(package_dir), "--level", "level1")
-    assert code == 2 and "C-VIEW-01" in lines[-1] and lines[-1].startswith("[STAGE_ERROR]")
+    assert code == 2 and "C-TILE-06" in lines[-1] and lines[-1].startswith("[STAGE_ERROR]")
     code, lines = _cli("stage", str(package_dir), "--level", "level1", PTOGYM_LENIENT="1")
     assert code == 3 and lines[-1].startswith("[STAGE_PASS_LENIENT] wf_lenient: 1 module file(s) verified")
     assert "lenient mode downgraded the checks of M1" in lines[-1]
@@ -350,8 +351,9 @@ def test_bisect_under_lenient_mode_is_no_plain_clean(tmp_path, monkeypatch):
     from ptogym.interp import checks
 
     package_dir = _new(tmp_path, "wf_bisect_lenient", modules=None)
-    _edit(package_dir / "kernel.py", ", valid_shape=[valid_rows, hidden])", ")")  # reads past x on the tail
-    with pytest.raises(WorkflowError, match="C-VIEW-01"):
+    _edit(package_dir / "kernel.py", "set_vec_tile_shapes(ROWS_PER_TILE, hidden)",
+          "set_vec_tile_shapes(ROWS_PER_TILE, hidden * 1.0)")  # C-TILE-06: a float tile shape
+    with pytest.raises(WorkflowError, match="C-TILE-06"):
         run_bisect(str(package_dir), "level1")
     monkeypatch.setattr(checks._mode, "lenient", True)  # what PTOGYM_LENIENT=1 sets at import
     result = run_bisect(str(package_dir), "level1")
