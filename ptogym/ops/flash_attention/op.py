@@ -67,6 +67,7 @@ def validate(q, k, v, causal, scale) -> None:
     for name, t in (("k", k), ("v", v)):
         if t.device != q.device:
             raise ValueError(f"{name}: device {t.device} must equal q's device {q.device}")
+    host.raise_first(host.autograd_rule("flash_attention", {"q": q, "k": k, "v": v}))
 
 
 def default_scale(head_dim: int, scale) -> float:

@@ -99,7 +99,9 @@ def validate(q, k_cache, v_cache, block_table, seq_lens, scale) -> None:
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
                               or not math.isfinite(scale)):
         raise ValueError(f"scale: must be a finite number or None, got {scale!r}")
-    host.raise_first([(ValueError, m) for m in value_violations(block_table, seq_lens, *k_cache.shape[:2])])
+    host.raise_first(host.autograd_rule("paged_attention", tensors))
+    if not any(host.is_meta(t) for t in (block_table, seq_lens)):  # meta tensors carry no values to check
+        host.raise_first([(ValueError, m) for m in value_violations(block_table, seq_lens, *k_cache.shape[:2])])
 
 
 def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None, variant=None
