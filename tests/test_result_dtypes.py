@@ -6,6 +6,7 @@ is named below, exactly.  Combinations pypto's graph builder accepts but the int
 refuses are not judged here: pypto may still refuse them when it compiles (the check
 probes and fixtures/api_ops.pt record that per kernel).  ``-m pypto`` re-traces a form
 through real pypto live."""
+import contextlib
 import importlib.util
 import json
 import pathlib
@@ -55,9 +56,15 @@ def interp_result(form, dts):
         runtime.pop()
 
 
+@contextlib.contextmanager
 def _loop():
-    from ptogym.interp.frontend import _loop_body
-    return _loop_body()
+    """Inside one loop body, where ops on dynamic shapes may run."""
+    run = runtime.current()
+    run.loop_depth += 1
+    try:
+        yield
+    finally:
+        run.loop_depth -= 1
 
 
 # Where the interpreter still differs from pypto's graph builder, each difference named
