@@ -411,7 +411,8 @@ def test_failure_raises_with_log_tail_then_recovers(sim, capfd):
 @needs_pypto
 def test_nothing_written_to_cwd_or_home(tmp_path):
     """A fresh process with HOME and the cwd in tmp_path: pypto's files go to the
-    cache under $HOME/.cache/ptogym and the per-run ones are gone at exit."""
+    cache under $HOME/.cache/ptogym (the cost-only result kept in sim-results) and the
+    per-run ones are gone at exit."""
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
@@ -440,7 +441,8 @@ def test_nothing_written_to_cwd_or_home(tmp_path):
     assert len(lines) == 1 and json.loads(lines[0])["us"] > 0, proc.stdout[-2000:]
     assert list(work.iterdir()) == []
     left = sorted(str(p.relative_to(home)) for p in home.rglob("*"))
-    assert left == [".cache", ".cache/ptogym", ".cache/ptogym/pypto-runs"], left
+    assert left[:4] == [".cache", ".cache/ptogym", ".cache/ptogym/pypto-runs", ".cache/ptogym/sim-results"], left
+    assert len(left) == 5 and left[4].endswith(".json"), left  # the cost-only result, cached
 
 
 # ------------------------------------------------------------------ every operator
