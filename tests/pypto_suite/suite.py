@@ -38,8 +38,6 @@ _FRONTEND = "frontend parity of issue 19, owned by the frontend change (worktree
 EXPECTED: dict[str, str] = {
     "python/tests/st/frontend/test_annotation_check.py::test_number_of_input_not_match":
         _FRONTEND + "pypto raises RuntimeError for too few tensor arguments, the interpreter TypeError",
-    "python/tests/st/frontend/test_function_kernel.py::test_add_with_kwargs_run":
-        _FRONTEND + "@pypto.frontend.function with a scalar parameter",
     "python/tests/st/frontend/test_function_kernel.py::test_add_with_kwargs_check_*":
         _FRONTEND + "pypto's CHECKATTR messages ('does not match the shape/dtype'), which the test asserts",
 }
