@@ -9,6 +9,12 @@ import os
 
 import pytest
 
+from ptogym.backends._pypto_runtime import cache_root
+
+# Tests that call real pypto directly (live probes, result-dtype and signature checks)
+# would leave pypto's output_* run directories in the working tree: keep them in the cache.
+os.environ.setdefault("TILE_FWK_OUTPUT_DIR", str(cache_root() / "pypto-test-output"))
+
 # lint fixtures are sample kernels and tests for `ptogym lint`, not tests of ours
 collect_ignore = ["fixtures"]
 
