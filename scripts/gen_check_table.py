@@ -3,8 +3,8 @@
 the real-pypto evidence behind its class: for an error (``C-*``) the pypto 0.2.0
 rejection it mirrors (the probe and pypto's error text, recorded in
 tests/fixtures/checks_pypto.json), for advice (``A-*``) the probe pypto accepts.
-An error whose probes pypto all accepts is marked as such with the probe's stated
-device argument: no device result is recorded for any of them.
+An error pypto accepts stands only on pypto's own recorded result being garbage (the
+probe's ``recorded_garbage`` test, run by tests/test_interp_checks.py).
 """
 import json
 import re
@@ -41,7 +41,9 @@ def evidence(check_id: str, recorded: dict) -> tuple[str, str]:
         return ("advice: pypto accepts" + ("" if accepted else " (no probe recorded)")), names
     rejected = [(p, r) for p, r in entries if r.get("verdict") == "rejected"]
     accepted = [p for p, r in entries if r.get("verdict") == "accepted"]
-    but = "".join(f"; but pypto accepts `{p.name}` (no device result recorded; the argument: {p.device_garbage})"
+    but = "".join(f"; pypto accepts `{p.name}`, its recorded result is garbage ({p.device_garbage})"
+                  if p.recorded_garbage else
+                  f"; but pypto accepts `{p.name}` (no device result recorded; the argument: {p.device_garbage})"
                   for p in accepted)
     if rejected:
         p, r = rejected[0]
