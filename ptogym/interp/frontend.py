@@ -178,8 +178,8 @@ def _warn_npu_only(options: dict, site: str) -> None:
     """Options that only mean something on an NPU are ignored here, with one line saying so."""
     run_mode = (options.get("runtime_options") or {}).get("run_mode")
     if run_mode is not None and getattr(run_mode, "value", run_mode) == RunMode.NPU.value:
-        warnings.warn_explicit(f"jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
-                               f"runs the kernel on the arguments' torch device instead", RuntimeWarning,
+        warnings.warn_explicit("jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
+                               "runs the kernel on the arguments' torch device instead", RuntimeWarning,
                                *_site_parts(site))
 
 
