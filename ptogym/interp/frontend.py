@@ -22,6 +22,7 @@ import torch
 from . import dtypes, runtime
 from .aliasing import copy_back, find_aliases, private_copies
 from .checks import advise, exceeded, limit, user_location, violation
+from .config import report_pass_verify
 from .runtime import KernelRun, LoopInfo, StorageRecord
 from .symbolic import IfBranch, SymbolicScalar, value_of
 from .tensor import Tensor
@@ -262,6 +263,7 @@ class JitKernel:
             result = self._run(*params, **scalars)
             run.check_outputs(self.site)
             write_back()
+            report_pass_verify(self.__name__, self.options, list(args[:n]))
         finally:
             runtime.pop()
         return _to_torch(result)
