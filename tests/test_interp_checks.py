@@ -27,7 +27,7 @@ import torch
 import ptogym.interp as pypto
 from ptogym.interp import CHECKS, ConstraintViolation, ConstraintWarning, checks, lenient, runtime
 from ptogym.interp.platform import platform as interp_platform
-from check_probes import PROBES
+from check_probes import PROBES, SUITE_EVIDENCE
 from interp_helpers import assert_same, recorder_output
 
 F32, BF16 = pypto.DT_FP32, pypto.DT_BF16
@@ -1142,8 +1142,19 @@ def run_probe(probe):
 
 
 def test_every_check_is_backed_by_a_probe():
-    probed = {check_id for probe in PROBES.values() for check_id in probe.interp.split(",")}
+    probed = {check_id for probe in PROBES.values() for check_id in probe.interp.split(",")} | set(SUITE_EVIDENCE)
     assert set(CHECKS) | set(checks.ADVICE) <= probed, sorted(set(CHECKS) | set(checks.ADVICE) - probed)
+
+
+@pytest.mark.parametrize("check_id", sorted(SUITE_EVIDENCE))
+def test_advice_backed_by_pypto_suite_shows_it(check_id):
+    """Advice whose evidence is a recorded test of pypto's own suite: pypto passed it, and
+    its recorded calls show what the advice says."""
+    from pypto_suite import suite
+
+    test, _what, shows = SUITE_EVIDENCE[check_id]
+    recorded = suite.load_fixtures()[test.split("::")[0]]["tests"][test]
+    assert recorded["outcome"] == "passed" and shows(recorded["calls"]), recorded["message"]
 
 
 def _probe_param(name: str):
@@ -1194,9 +1205,9 @@ def test_recorded_verdicts_still_hold_live(name):
 
 
 def test_docs_list_every_check_with_its_recorded_evidence():
-    """docs/fidelity.md's evidence table is the one the probes and recorded verdicts give."""
+    """docs/fidelity.md's evidence and probe tables are the ones the probes and recorded verdicts give."""
     spec = importlib.util.spec_from_file_location("gen_check_table", pathlib.Path(__file__).parents[1] / "scripts" /
                                                   "gen_check_table.py")
     gen = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gen)
-    assert gen.docs_block() == gen.table(), "docs/fidelity.md is stale: run scripts/gen_check_table.py --write"
+    assert gen.docs_blocks() == gen.tables(), "docs/fidelity.md is stale: run scripts/gen_check_table.py --write"

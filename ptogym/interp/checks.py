@@ -56,7 +56,7 @@ CHECKS = {
                  "and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
-    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 * dtype bytes 32-byte "
+    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 and kL0 * dtype bytes 32-byte "
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
     "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
