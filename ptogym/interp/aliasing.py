@@ -115,8 +115,15 @@ def private_copies(args: list, aliases: dict) -> list:
 
 def copy_back(aliases: dict, originals: list, copies: list) -> None:
     """Write what the kernel wrote through each aliased parameter into the caller's memory,
-    parameter by parameter in order (where two wrote one element, the later one's value)."""
-    for index, alias in aliases.items():
-        first_bytes = alias.base + torch.arange(copies[index].numel(), device=copies[index].device) * alias.element_size
-        written = (alias.memory.writer[first_bytes] == alias.slot).reshape(copies[index].shape)
-        originals[index][written] = copies[index][written]
+    parameter by parameter in order.  The caller's memory is untouched until now (every
+    parameter over it works on its copy), so an element whose copy differs from it, bit for
+    bit, is one the kernel wrote; all masks are taken before the first write-back."""
+    changed = {index: _bytes(copies[index]).ne(_bytes(originals[index])).any(-1).reshape(copies[index].shape)
+               for index in aliases}
+    for index, mask in changed.items():
+        originals[index][mask] = copies[index][mask]
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """Each element's bytes as a row of uint8."""
+    return t.reshape(-1).view(torch.uint8).reshape(t.numel(), t.element_size())
