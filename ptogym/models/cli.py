@@ -109,6 +109,10 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
     hf_model = hf.build(family, config, dtype=getattr(torch, dtype), seed=seed)
     model = PagedModel(hf_model, backend=backend, timing=timing)
     model.clock.time_layers = {0}
+    model.clock.on_timed = lambda record, launch: log(
+        f"{timing.name}: layer {record.layer} {record.phase} {record.kernel}: "
+        + (f"{launch.simulated_us:.1f} us simulated" if launch is not None and launch.simulated_us is not None
+           else f"not simulated ({record.error or 'no timing reported'})"))
     generator = torch.Generator().manual_seed(seed + 1)
     prompts = torch.randint(0, hf_model.config.vocab_size, (batch, prompt_len), generator=generator)
     log(f"HF transformers: greedy generate, {batch} x {prompt_len} prompt tokens + {new} new")

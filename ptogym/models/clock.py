@@ -39,6 +39,7 @@ class KernelClock:
         self.timing = timing
         self.records: list[KernelRecord] = []
         self.time_layers: set[int] = set()  # layers to time, in the first step of each phase
+        self.on_timed = None  # called with (record, report or None) after each timed launch: progress lines
         self._where: tuple[str, int] | None = None  # (phase, layer) being timed
         self._current: KernelRecord | None = None
 
@@ -85,9 +86,13 @@ class KernelClock:
         except Exception as error:  # a kernel the timing backend cannot compile: the table says so
             record.error = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:300]
             record.simulated_us = None
+            if self.on_timed:
+                self.on_timed(record, None)
             return
         record.launches += 1
         if report.simulated_us is not None:
             record.simulated_us = (record.simulated_us or 0.0) + report.simulated_us
         if report.tasks is not None:
             record.tasks = (record.tasks or 0) + report.tasks
+        if self.on_timed:
+            self.on_timed(record, report)

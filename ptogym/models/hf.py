@@ -41,7 +41,7 @@ def config_fields(family: str, config: str) -> dict:
     if config in PRESETS[family]:
         return dict(PRESETS[family][config])
     text = config
-    if not config.lstrip().startswith("{"):
+    if config.lstrip()[:1] not in ("{", "["):
         path = Path(config)
         if not path.is_file():
             raise ValueError(f"--config: {config!r} is neither a preset ({', '.join(PRESETS[family])}), "

@@ -70,7 +70,7 @@ class PagedModel:
     prompts; returns the logits of every position ([B, S, vocab], or a list of [S_b,
     vocab]) and fills the KV cache.  ``decode(token_ids)`` appends one token to each
     sequence and returns the next-token logits [B, vocab].  ``generate`` is greedy.
-    Logits come in the HF model's dtype, as its forward returns them.
+    Logits are fp32 (the LM head in torch, fp32 accumulation, no rounding to bf16).
     """
 
     def __init__(self, hf_model, *, backend=None, block_size: int = 128, max_tokens: int | None = None,
@@ -89,7 +89,7 @@ class PagedModel:
         self.dtype = dtype or (model_dtype if model_dtype in COMPUTE_DTYPES else torch.float16)
         if self.dtype not in COMPUTE_DTYPES:
             raise ValueError(f"dtype: must be one of {list(COMPUTE_DTYPES)}, got {self.dtype}")
-        self.logits_dtype = model_dtype
+        self.model_dtype = model_dtype
         self.config = config
         self.eps = config.rms_norm_eps
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -208,7 +208,9 @@ class PagedModel:
         if not bool(torch.isfinite(hidden).all()):
             raise FloatingPointError(f"the last hidden state is not finite in {self.dtype} (an fp16 overflow?); "
                                      "use dtype=torch.bfloat16")
-        return torch.nn.functional.linear(hidden.to(self._lm_head.dtype), self._lm_head).to(self.logits_dtype)
+        # fp32 logits: a bf16 rounding of the logits would make ties of values one ulp apart (greedy picks the
+        # lower id of a tie), which the fp32 model does not have
+        return torch.nn.functional.linear(hidden.float(), self._lm_head.float())
 
     def _layer(self, index, w, hidden, residual, cos, sin, slots, phase, prompt_lengths) -> torch.Tensor:
         clock = self.clock
@@ -237,8 +239,8 @@ class PagedModel:
             weights, ids = ops.moe_gating_topk(router_logits, top_k=moe["top_k"], renormalize=moe["renormalize"],
                                                backend=clock)
         self.moe_experts_hit[(phase, index)] = int(ids.unique().numel())
-        if self.logits_dtype in COMPUTE_DTYPES:  # the HF router rounds its weights to the model dtype
-            weights = weights.to(self.logits_dtype)
+        if self.model_dtype in COMPUTE_DTYPES:  # the HF router rounds its weights to the model dtype
+            weights = weights.to(self.model_dtype)
         with clock.kernel("moe_experts"):
             return ops.moe_experts(out, weights, ids, *moe["w"], backend=clock)
 
