@@ -1,12 +1,10 @@
 """The models' own modules as references: Hugging Face ``transformers`` (a test
 dependency) built from small configurations with seeded random weights - nothing is
 downloaded.  Qwen3's MLP, Qwen3-MoE's sparse block (router + experts) and
-DeepSeek-V3's MoE gate and experts."""
+DeepSeek-V3's MoE gate and experts.  Whole causal LMs: ``ptogym.models.hf``."""
 from __future__ import annotations
 
 import torch
-
-from ptogym.models.hf import split_gate_up  # noqa: F401 (re-exported for the tests)
 
 
 def _seeded(module: torch.nn.Module, seed: int, dtype: torch.dtype, std: float = 0.02) -> torch.nn.Module:

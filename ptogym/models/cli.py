@@ -36,7 +36,12 @@ def _progress(start: float, message: str) -> None:
 
 
 def _cli(args) -> int:
+    import importlib.util
+
     from ptogym.backends import BackendUnavailable, configure_from_cli, get_backend, names
+
+    if importlib.util.find_spec("transformers") is None:
+        raise UsageError("ptogym model needs transformers (the reference models): pip install 'ptogym[models]'")
 
     from . import hf
 
