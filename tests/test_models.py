@@ -199,6 +199,13 @@ def test_a_kernel_the_timing_backend_cannot_compile_is_reported_not_summed():
     assert not report["estimate"]["prefill"]["complete"]
     assert "moe_experts" in report["estimate_text"] and "not simulated" in report["estimate_text"]
     assert report["passed"]  # the numbers come from the interpreter either way
+    # the floor's weights: attention and norms, the router, and the experts the 4 prefill tokens routed to
+    layer = hf.build("qwen3-moe", config, seed=0).model.layers[0]
+    dense = sum(p.numel() for name, p in layer.named_parameters() if not name.startswith("mlp.experts"))
+    per_expert = 3 * config.hidden_size * config.moe_intermediate_size
+    hit = rows["moe_experts"]["experts_hit"]
+    assert 2 <= hit <= 8
+    assert report["estimate"]["prefill"]["figures"]["weight_bytes"] == 2 * (dense + hit * per_expert)
 
 
 def test_cli_model_run_and_report(tmp_path, capsys):

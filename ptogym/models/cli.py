@@ -165,7 +165,7 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
         platform = platform_model()
         peak = cube_peak_tflops(platform)
         lengths = {"prefill": [(prompt_len, prompt_len)] * batch, "decode": [(1, prompt_len + 1)] * batch}
-        figures = {phase: estimate.layer_figures(model, phase, 0, lengths[phase]) for phase in estimate.PHASES}
+        figures = estimate.step_figures(model, model.clock.records, lengths)
         result = estimate.table(model.clock.records, figures, platform, peak)
         report["estimate"] = result
         report["estimate_text"] = estimate.format_table(result, platform, peak)

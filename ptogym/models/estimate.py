@@ -14,9 +14,21 @@ from __future__ import annotations
 PHASES = ("prefill", "decode")
 
 
-def layer_figures(model, phase: str, layer: int, token_lengths: list[tuple[int, int]]) -> dict:
+def step_figures(model, records, lengths: dict) -> dict:
+    """``layer_figures`` of every phase the clock timed; ``lengths``: phase -> token lengths."""
+    figures = {}
+    for phase in PHASES:
+        timed = [r for r in records if r.phase == phase]
+        if timed:
+            hit = next((r.extra["experts_hit"] for r in timed if "experts_hit" in r.extra), None)
+            figures[phase] = layer_figures(model, timed[0].layer, phase, lengths[phase], hit)
+    return figures
+
+
+def layer_figures(model, layer: int, phase: str, token_lengths: list[tuple[int, int]], experts_hit=None) -> dict:
     """Bytes and FLOPs of ``layer`` in one ``phase`` step; ``token_lengths`` holds each
-    sequence's (new tokens, keys it attends over)."""
+    sequence's (new tokens, keys it attends over); ``experts_hit``: the distinct experts
+    a MoE layer routed to (None: all)."""
     config, w = model.config, model.layers[layer]
     element = w["w_qkv"].element_size()
     hidden = config.hidden_size
@@ -31,7 +43,7 @@ def layer_figures(model, phase: str, layer: int, token_lengths: list[tuple[int, 
     else:
         moe = w["moe"]
         per_expert = sum(t[0].numel() for t in moe["w"])
-        hit = model.moe_experts_hit.get((phase, layer), moe["experts"])
+        hit = moe["experts"] if experts_hit is None else experts_hit
         weight_elements += moe["experts"] * hidden + hit * per_expert
         macs += tokens * (moe["experts"] * hidden + moe["top_k"] * per_expert)
     if phase == "prefill":  # causal: query i of a new sequence sees keys 0..i
@@ -61,7 +73,7 @@ def table(records, figures_by_phase: dict, platform: dict, cube_peak_tflops: flo
             continue
         total = sum(r.simulated_us for r in rows if r.simulated_us is not None)
         kernels = [{"kernel": r.kernel, "layer": r.layer, "simulated_us": r.simulated_us, "tasks": r.tasks,
-                    "launches": r.launches, "error": r.error,
+                    "launches": r.launches, "error": r.error, **r.extra,
                     "share": (r.simulated_us / total if total and r.simulated_us is not None else None)} for r in rows]
         floor = floor_us(figures_by_phase[phase], platform, cube_peak_tflops)
         result[phase] = {"layer": rows[0].layer, "kernels": kernels, "sum_us": total,

@@ -104,7 +104,6 @@ class PagedModel:
         self.layers = [self._layer_weights(layer) for layer in inner.layers]
         self.cache = PagedKVCache(len(self.layers), self.kv_heads, self.head_dim, self.dtype, block_size, max_tokens)
         self.generation_config = getattr(hf_model, "generation_config", None)
-        self.moe_experts_hit: dict[tuple[str, int], int] = {}  # (phase, layer) -> distinct experts routed to
 
     # --- weights --------------------------------------------------------------------------
     def _cast(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -238,10 +237,9 @@ class PagedModel:
         with clock.kernel("moe_gating_topk"):
             weights, ids = ops.moe_gating_topk(router_logits, top_k=moe["top_k"], renormalize=moe["renormalize"],
                                                backend=clock)
-        self.moe_experts_hit[(phase, index)] = int(ids.unique().numel())
         if self.model_dtype in COMPUTE_DTYPES:  # the HF router rounds its weights to the model dtype
             weights = weights.to(self.model_dtype)
-        with clock.kernel("moe_experts"):
+        with clock.kernel("moe_experts", experts_hit=int(ids.unique().numel())):  # what the layer's floor reads
             return ops.moe_experts(out, weights, ids, *moe["w"], backend=clock)
 
     def _prefill_attention(self, q, k_cache, v_cache, lengths) -> torch.Tensor:
