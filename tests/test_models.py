@@ -36,25 +36,50 @@ def _tolerance(model, reference_logits):
     return RELATIVE_LOGIT_TOLERANCE[str(model.dtype).removeprefix("torch.")] * reference_logits.float().abs().max()
 
 
-@pytest.mark.parametrize("family, dtype, head_dim, seed", [
-    ("qwen3", torch.bfloat16, 64, 0),
-    ("qwen3", torch.float32, 128, 0),
-    ("qwen3-moe", torch.float32, 64, 0),
-    pytest.param("qwen3-moe", torch.bfloat16, 128, 2, marks=pytest.mark.slow),
-    pytest.param("qwen3", torch.bfloat16, 128, 3, marks=pytest.mark.slow),
+def _assert_same_or_tied(tokens, reference, reference_logits, prompt_len, bound):
+    """Every sequence equal to the reference's, or equal up to a step where the
+    reference's own logits of its token and of ours are within ``bound`` (a near tie:
+    greedy may pick either); after that step the sequences are not compared."""
+    for b in range(tokens.shape[0]):
+        differ = (tokens[b] != reference[b]).nonzero()
+        if len(differ):
+            step = int(differ[0]) - prompt_len
+            logits = reference_logits[b, step].float()
+            margin = logits[reference[b, prompt_len + step]] - logits[tokens[b, prompt_len + step]]
+            assert margin <= bound, (b, step, float(margin))
+
+
+@pytest.mark.parametrize("family, dtype, head_dim, seed, batch, exact", [
+    ("qwen3", torch.bfloat16, 64, 0, 2, True),
+    ("qwen3", torch.float32, 128, 0, 1, True),
+    ("qwen3-moe", torch.float32, 64, 0, 1, True),
+    pytest.param("qwen3-moe", torch.bfloat16, 128, 2, 2, False, marks=pytest.mark.slow),
+    pytest.param("qwen3", torch.bfloat16, 128, 3, 4, False, marks=pytest.mark.slow),
 ])
-def test_greedy_tokens_and_logits_match_hf_generate(family, dtype, head_dim, seed):
+def test_greedy_tokens_and_logits_match_hf_generate(family, dtype, head_dim, seed, batch, exact):
+    """Exactly HF's tokens on the default configurations.  The slow bf16 ones allow a
+    near tie: with head_dim 128, seed 3, HF's own bf16 logits hold 2.8438 and 2.8281
+    (one bf16 ulp apart, fp32 logits of the kernels 2.8299 and 2.8367), and greedy
+    follows whichever rounds higher."""
     hf_model = _model(family, dtype, seed, head_dim=head_dim)
-    prompts = _prompts(2, 6, seed=seed + 1)
+    prompts = _prompts(batch, 6, seed=seed + 1)
     model = from_hf(hf_model, block_size=16)  # 6 + 16 tokens cross a block boundary
     tokens, logits = model.generate(prompts, 16, return_logits=True)
     with torch.no_grad():
         reference = hf_model.generate(prompts, max_new_tokens=16, do_sample=False, output_logits=True,
                                       return_dict_in_generate=True)
         reference_prefill = hf_model(prompts).logits
-    assert tokens.shape == (2, 22) and torch.equal(tokens, reference.sequences)
     bound = _tolerance(model, reference_prefill)
-    assert (logits.float() - torch.stack(reference.logits, 1).float()).abs().max() <= bound
+    reference_logits = torch.stack(reference.logits, 1)
+    assert tokens.shape == (batch, 22)
+    if not exact:
+        _assert_same_or_tied(tokens, reference.sequences, reference_logits, 6, bound)
+        agree = (tokens == reference.sequences).int().cumprod(1)[:, 6:].bool()  # the steps before a divergence
+        agree = torch.cat((torch.ones(batch, 1, dtype=torch.bool), agree[:, :-1]), 1)
+        assert (logits.float() - reference_logits.float()).abs().amax(-1)[agree].max() <= bound
+    else:
+        assert torch.equal(tokens, reference.sequences)
+        assert (logits.float() - reference_logits.float()).abs().max() <= bound
     prefill = model.prefill(prompts)
     assert prefill.dtype == torch.float32 and prefill.shape == reference_prefill.shape
     assert (prefill.float() - reference_prefill.float()).abs().max() <= bound
