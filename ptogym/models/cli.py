@@ -146,17 +146,24 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
     matched = int(agree.sum())
     passed = bool(agree.all()) and same_length and max_diff <= tolerance
     first = [int((~row).nonzero()[0]) if not row.all() else None for row in agree]
+    # at a disagreement: how far apart the reference's own logits of its token and ours are
+    margins = [None if step is None else float(ref_steps[b, step, new_ref[b, step]].float()
+                                               - ref_steps[b, step, new_ours[b, step]].float())
+               for b, step in enumerate(first)]
     summary = (f"tokens: {matched}/{agree.numel()} new tokens agree with transformers' generate "
                f"({batch} sequences x {length}" + ("" if same_length else
                                                    f"; lengths differ: {new_ours.shape[1]} vs {new_ref.shape[1]}")
-               + ")" + ("" if agree.all() else f"; first disagreement per sequence at step {first}")
+               + ")" + ("" if agree.all() else f"; first disagreement per sequence at step {first}, where "
+                        "transformers' own logits of its token and of ours differ by "
+                        + ", ".join("-" if m is None else f"{m:.4g}" + (" (a near tie)" if m <= tolerance else "")
+                                    for m in margins))
                + f"\nlogits: max |diff| {max_diff:.4g} (prefill {prefill_diff:.4g}) over the agreeing prefix, "
                f"tolerance {tolerance:.4g} = {RELATIVE_LOGIT_TOLERANCE[str(model.dtype).removeprefix('torch.')]:g} x "
                f"max |logit| {scale:.4g} ({str(model.dtype).removeprefix('torch.')} compute)")
     report = {"family": family, "config": config_name, "dtype": dtype,
               "compute_dtype": str(model.dtype).removeprefix("torch."), "seed": seed, "batch": batch,
               "prompt_len": prompt_len, "new": new, "backend": backend.name, "tokens_agree": matched,
-              "tokens_total": int(agree.numel()), "first_disagreement": first, "max_logit_diff": max_diff,
+              "tokens_total": int(agree.numel()), "first_disagreement": first, "reference_margin": margins, "max_logit_diff": max_diff,
               "prefill_logit_diff": prefill_diff, "logit_tolerance": tolerance, "passed": passed, "summary": summary}
     if timing is not None:
         from ptogym.atoms.measure import cube_peak_tflops
