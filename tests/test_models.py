@@ -137,6 +137,19 @@ def test_kv_cache_layout_is_the_one_paged_attention_reads():
     torch.testing.assert_close(cached.float(), k[0].transpose(0, 1).float(), rtol=2 ** -6, atol=2 ** -6)
 
 
+def test_unbounded_cache_grows_and_keeps_its_contents():
+    """max_tokens=None: the block pool doubles as sequences need blocks (1 -> 8 blocks
+    here), moving what it holds; decode then reads the moved blocks."""
+    hf_model = _model("qwen3", torch.bfloat16, 0)
+    prompts = [_prompts(1, n, seed=n)[0] for n in (40, 9, 23)]
+    grown, bounded = from_hf(hf_model, block_size=16), from_hf(hf_model, block_size=16, max_tokens=160)
+    for model in (grown, bounded):
+        model.prefill(prompts)
+    assert grown.cache.num_blocks == 8 and bounded.cache.num_blocks == 10
+    step = torch.tensor([5, 6, 7])
+    torch.testing.assert_close(grown.decode(step), bounded.decode(step), rtol=0, atol=0)
+
+
 def test_cache_bound_and_bad_arguments():
     hf_model = _model("qwen3", torch.bfloat16, 0)
     model = from_hf(hf_model, block_size=16, max_tokens=32)
