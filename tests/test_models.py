@@ -246,6 +246,26 @@ def test_a_kernel_the_timing_backend_cannot_compile_is_reported_not_summed():
     assert report["estimate"]["prefill"]["figures"]["weight_bytes"] == 2 * (dense + hit * per_expert)
 
 
+def test_interrupted_timing_prints_what_was_timed(capsys):
+    """Ctrl-C during a long compile: the table of the kernels timed so far, the kernel
+    that was running marked as stopped (its partial launches are no kernel time)."""
+    class Interrupting(FakeTiming):
+        def launch(self, builder, static, tensors, scalars=None):
+            if "swiglu_mlp" in builder.__module__:
+                raise KeyboardInterrupt
+            return super().launch(builder, static, tensors, scalars)
+
+    from ptogym.backends import get_backend
+
+    config = hf.make_config("qwen3", hf.config_fields("qwen3", "tiny"))
+    with pytest.raises(KeyboardInterrupt):
+        run("qwen3", "tiny", config, prompt_len=4, new=2, batch=1, dtype="bfloat16", seed=0,
+            backend=get_backend("interp"), timing=Interrupting(), log=lambda message: None)
+    out = capsys.readouterr().out
+    assert "layer 0, prefill" in out and "(interrupted: the kernels timed so far)" in out
+    assert "swiglu_mlp" in out and "stopped by KeyboardInterrupt" in out and "decode" not in out
+
+
 def test_cli_model_run_and_report(tmp_path, capsys):
     path = tmp_path / "report.json"
     exit_code = main(["model", "qwen3", "--prompt-len", "4", "--new", "3", "--batch", "2", "--json", str(path)])

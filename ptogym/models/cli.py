@@ -104,7 +104,7 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
     the report as a dict (``summary``: its text)."""
     import torch
 
-    from . import estimate, hf
+    from . import hf
     from .qwen3 import PagedModel
 
     start = time.perf_counter()
@@ -129,7 +129,12 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
     ref_steps = torch.stack(reference.logits, 1)
     where = f"{backend.name}" + (" (layer 0 also through pypto-sim's cost model)" if timing is not None else "")
     log(f"ptogym ops on {where}: prefill + {new - 1} decode steps")
-    tokens, steps = model.generate(prompts, new, return_logits=True)
+    try:
+        tokens, steps = model.generate(prompts, new, return_logits=True)
+    except KeyboardInterrupt:  # show what the cost model timed so far, then stop as interrupted
+        if model.clock.records:
+            print(_estimate(model, prompt_len, batch)[1] + "\n(interrupted: the kernels timed so far)", flush=True)
+        raise
     prefill = model.prefill(prompts) if timing is None else _prefill_untimed(model, prompts)
     log("comparing")
     new_ours, new_ref = tokens[:, prompt_len:], ref_tokens[:, prompt_len:]
@@ -166,17 +171,23 @@ def run(family: str, config_name: str, config, *, prompt_len: int, new: int, bat
               "tokens_total": int(agree.numel()), "first_disagreement": first, "reference_margin": margins, "max_logit_diff": max_diff,
               "prefill_logit_diff": prefill_diff, "logit_tolerance": tolerance, "passed": passed, "summary": summary}
     if timing is not None:
-        from ptogym.atoms.measure import cube_peak_tflops
-        from ptogym.backends._pypto_runtime import platform_model
-
-        platform = platform_model()
-        peak = cube_peak_tflops(platform)
-        lengths = {"prefill": [(prompt_len, prompt_len)] * batch, "decode": [(1, prompt_len + 1)] * batch}
-        figures = estimate.step_figures(model, model.clock.records, lengths)
-        result = estimate.table(model.clock.records, figures, platform, peak)
-        report["estimate"] = result
-        report["estimate_text"] = estimate.format_table(result, platform, peak)
+        report["estimate"], report["estimate_text"] = _estimate(model, prompt_len, batch)
     return report
+
+
+def _estimate(model, prompt_len: int, batch: int) -> tuple[dict, str]:
+    """The per-layer table of what the clock timed (prefill of the prompts, first decode step)."""
+    from ptogym.atoms.measure import cube_peak_tflops
+    from ptogym.backends._pypto_runtime import platform_model
+
+    from . import estimate
+
+    platform = platform_model()
+    peak = cube_peak_tflops(platform)
+    lengths = {"prefill": [(prompt_len, prompt_len)] * batch, "decode": [(1, prompt_len + 1)] * batch}
+    figures = estimate.step_figures(model, model.clock.records, lengths)
+    result = estimate.table(model.clock.records, figures, platform, peak)
+    return result, estimate.format_table(result, platform, peak)
 
 
 def _prefill_untimed(model, prompts):

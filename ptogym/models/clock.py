@@ -69,6 +69,10 @@ class KernelClock:
         self.records.append(record)
         try:
             yield record
+        except BaseException as error:  # Ctrl-C while its launches ran: the partial sum is no kernel time
+            if record.error is None:
+                record.error, record.simulated_us = f"stopped by {type(error).__name__}", None
+            raise
         finally:
             self._current = None
 
