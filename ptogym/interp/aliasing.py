@@ -8,8 +8,9 @@ interpreter (measured: probe ``alias_rows_written_by_another_iteration``).  C-AL
 names such an access; reading and writing the same element through two aliases in one
 loop iteration stays allowed (an in-place update: the write needs the value read).
 
-``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it; a
-later sanitizer can reuse it for every tensor.
+``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it.  In
+sanitize mode (``sanitizer.py``) the sanitizer's S-RACE-02 takes C-ALIAS-01's place, on
+the same grouping of arguments (``memory_groups``).
 """
 from __future__ import annotations
 
@@ -76,9 +77,9 @@ def _numel(shape) -> int:
     return n
 
 
-def find_aliases(names: list, args: list) -> dict:
-    """``{index: Alias}`` for the arguments whose memory overlaps another's (contiguous tensors;
-    meta tensors and empty ones have none)."""
+def memory_groups(args: list) -> list:
+    """``[(low, high, [(start, index), ...]), ...]``: the arguments grouped by overlapping
+    memory (byte spans of contiguous tensors; meta tensors and empty ones have none)."""
     spans = []
     for index, arg in enumerate(args):
         if arg.is_meta or arg.numel() == 0:  # no memory to share
@@ -91,12 +92,17 @@ def find_aliases(names: list, args: list) -> dict:
             groups[-1].append(span)
         else:
             groups.append([span])
+    return [(min(s for s, _, _ in group), max(e for _, e, _ in group), [(s, i) for s, _, i in group])
+            for group in groups]
+
+
+def find_aliases(names: list, args: list) -> dict:
+    """``{index: Alias}`` for the arguments whose memory overlaps another's."""
     aliases = {}
-    for group in groups:
-        if len(group) < 2:
+    for low, high, members in memory_groups(args):
+        if len(members) < 2:
             continue
-        low, high = min(s for s, _, _ in group), max(e for _, e, _ in group)
-        memory = SharedMemory(high - low, args[group[0][2]].device)
-        for start, _, index in group:
+        memory = SharedMemory(high - low, args[members[0][1]].device)
+        for start, index in members:
             aliases[index] = Alias(memory, index, names[index], start - low, args[index])
     return aliases
