@@ -314,8 +314,8 @@ class Leniency:
     downgraded: int = 0  # constraint violations it turned into warnings
 
     def describe(self) -> str:
-        return (f"lenient mode (PTOGYM_LENIENT or lenient()): {self.downgraded} constraint violation(s) "
-                "downgraded to warnings; strict checks did not judge this")
+        return (f"lenient mode (PTOGYM_LENIENT or lenient()) or --sanitize=warn: {self.downgraded} constraint "
+                "violation(s) or sanitizer finding(s) downgraded to warnings; strict checks did not judge this")
 
 
 @contextlib.contextmanager

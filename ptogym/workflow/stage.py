@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ptogym import backends
 from ptogym._io import write_failure, write_files
-from ptogym.cli import EXIT_LENIENT, worst_exit
+from ptogym.cli import EXIT_LENIENT, sanitizing, worst_exit
 from ptogym.interp.checks import is_lenient, watching_leniency
 from ptogym.verify.runner import open_backend
 
@@ -276,7 +276,8 @@ def write_log(log: StageLog, log_dir: Path) -> list[Path]:
 def command(args: argparse.Namespace) -> int:
     backends.configure_from_cli(args)
     try:
-        log = run_stages(args.op, args.level, args.start, args.backend, args.log_dir)
+        with sanitizing(args, args.backend):
+            log = run_stages(args.op, args.level, args.start, args.backend, args.log_dir)
     except WorkflowError as error:
         print(f"error: {error}")
         print(f"{MARKERS[2]} {args.op}: nothing verified")
