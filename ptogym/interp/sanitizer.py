@@ -398,9 +398,12 @@ class Sanitizer:
         first = int(units.argmin())
         unit, stamp = int(units[first]), int(stamps[mask][first])
         segment, slot = stamp >> _SLOT_BITS, stamp & _SLOT_MASK
-        location = next((where for seg, s, what, where, box in reversed(storage.log)
-                         if seg == segment and s == slot and what == earlier_kind and box.contains(storage.unit, unit)),
-                        "<unknown>")
+        location = "<unknown>"
+        for seg, s, what, where, box in reversed(storage.log):  # the last write, or the first read, of that segment
+            if seg < segment or (location != "<unknown>" and earlier_kind == "write"):
+                break
+            if seg == segment and s == slot and what == earlier_kind and box.contains(storage.unit, unit):
+                location = where
         earlier = Access(location, storage.names[slot], self.iterations[segment], earlier_kind)
         here = Access(checks.user_location(), place.name, self.iterations[self.segment], kind)
         self._note(check_id, earlier, here, place.element_of(unit, record.shape), self._elements(units.numel(), place))
