@@ -231,8 +231,14 @@ def test_interp_sanitize_fails_a_racy_script_and_passes_its_twin():
     assert warned.returncode == 0 and "ConstraintWarning: [S-RACE-01]" in warned.stderr
     free = _ptogym("interp", "--sanitize", script, "free")
     assert free.returncode == 0 and "S-" not in free.stderr, free.stderr
-    bad = _ptogym("interp", "--sanitize=loud", script)
-    assert bad.returncode == 2 and bad.stdout.strip().splitlines()[-1] == "[RUN_ERROR]" and "--sanitize" in bad.stderr
+
+
+def test_interp_refuses_an_unknown_sanitize_mode(capsys):
+    from ptogym.interp import launcher
+
+    assert launcher.main(["--sanitize=loud", str(KERNELS / "rows_overwritten.py")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.strip().splitlines()[-1] == "[RUN_ERROR]" and "--sanitize=loud" in captured.err
 
 
 def test_run_sanitize_passes_an_operator_and_refuses_other_backends():
