@@ -4,7 +4,6 @@ command lines, and the race rule against a brute-force element-by-element refere
 import importlib
 import itertools
 import random
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -219,31 +218,40 @@ def test_the_in_place_operator_is_followed_through_one_storage_per_pair(monkeypa
 
 
 # --- command lines --------------------------------------------------------------------------
-def _ptogym(*args):
-    return subprocess.run([sys.executable, "-m", "ptogym", *args], capture_output=True, text=True, timeout=120)
-
-
-def test_interp_sanitize_fails_a_racy_script_and_passes_its_twin():
-    script = str(KERNELS / "rows_overwritten.py")
-    racy = _ptogym("interp", "--sanitize", script)
-    assert racy.returncode == 1 and "[S-RACE-01]" in racy.stderr, racy.stderr
-    warned = _ptogym("interp", "--sanitize=warn", script)
-    assert warned.returncode == 0 and "ConstraintWarning: [S-RACE-01]" in warned.stderr
-    free = _ptogym("interp", "--sanitize", script, "free")
-    assert free.returncode == 0 and "S-" not in free.stderr, free.stderr
-
-
-def test_interp_refuses_an_unknown_sanitize_mode(capsys):
+@pytest.fixture
+def launched(monkeypatch):
+    """ptogym interp in this process: what a launch changes process-wide is put back."""
+    names = ["pypto", *pypto.PYPTO_MODULES, "_script"]
+    saved = {name: sys.modules[name] for name in names if name in sys.modules}
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
     from ptogym.interp import launcher
 
-    assert launcher.main(["--sanitize=loud", str(KERNELS / "rows_overwritten.py")]) == 2
+    yield launcher.main
+    for name in names:
+        sys.modules.pop(name, None)
+    sys.modules.update(saved)
+
+
+def test_interp_sanitize_fails_a_racy_script_and_passes_its_twin(launched, capsys):
+    script = str(KERNELS / "rows_overwritten.py")
+    assert launched(["--sanitize", script]) == 1
+    assert "[S-RACE-01]" in capsys.readouterr().err
+    with pytest.warns(checks.ConstraintWarning, match=r"\[S-RACE-01\]"):
+        assert launched(["--sanitize=warn", script]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", checks.ConstraintWarning)
+        assert launched(["--sanitize", script, "free"]) == 0
+    assert launched(["--sanitize=loud", script]) == 2
     captured = capsys.readouterr()
     assert captured.out.strip().splitlines()[-1] == "[RUN_ERROR]" and "--sanitize=loud" in captured.err
 
 
-def test_run_sanitize_passes_an_operator_and_refuses_other_backends():
-    ok = _ptogym("run", "rms_norm", "level0", "--sanitize")
-    assert ok.returncode == 0 and ok.stdout.strip().splitlines()[-1] == "[PRECISION_PASS]", ok.stdout
-    refused = _ptogym("run", "rms_norm", "level0", "--sanitize=warn", "--backend", "pypto-sim")
-    assert refused.returncode == 2 and "only the interp backend" in refused.stderr
-    assert refused.stdout.strip().splitlines()[-1] == "[RUN_ERROR]"
+def test_run_sanitize_passes_an_operator_and_refuses_other_backends(capsys):
+    from ptogym.cli import main
+
+    assert main(["run", "rms_norm", "level0", "--sanitize"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "[PRECISION_PASS]"
+    assert main(["run", "rms_norm", "level0", "--sanitize=warn", "--backend", "pypto-sim"]) == 2
+    captured = capsys.readouterr()
+    assert "only the interp backend" in captured.err and captured.out.strip().splitlines()[-1] == "[RUN_ERROR]"
