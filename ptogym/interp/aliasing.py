@@ -8,7 +8,8 @@ interpreter (measured: probe ``alias_rows_written_by_another_iteration``).  C-AL
 names such an access; reading and writing the same element through two aliases in one
 loop iteration stays allowed (an in-place update: the write needs the value read).
 
-``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it.  In
+``SharedMemory`` follows one caller memory for the parameters over it, in units every access
+covers whole (``shadow.py``: as exact as bytes, one entry per row for a kernel walking rows).  In
 sanitize mode (``sanitizer.py``) the sanitizer's S-RACE-02 takes C-ALIAS-01's place, on
 the same grouping of arguments (``memory_groups``).
 """
@@ -17,39 +18,45 @@ from __future__ import annotations
 import torch
 
 from .checks import violation
+from .shadow import Box, UnitShadow, box_of
 
 
-class SharedMemory:
+class SharedMemory(UnitShadow):
     """The bytes of one caller memory that several parameters cover: who last wrote each
-    byte and who read it (parameter slot, loop iteration stamp)."""
+    unit of it and who read it (parameter slot, loop iteration stamp)."""
+
+    ARRAYS = ("writer", "reader", "read_in")
 
     def __init__(self, nbytes: int, device):
-        self.writer = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
-        self.reader = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
-        self.read_in = torch.full((nbytes,), -1, dtype=torch.int64, device=device)
+        super().__init__(nbytes, device)
+        self.writer, self.reader = self.new_array(-1), self.new_array(-1)
+        self.read_in = self.new_array(-1, torch.int64)
         self.names: dict[int, str] = {}
 
-    def read(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
-        writers = self.writer[offsets]
+    def read(self, slot: int, box: Box, iteration: int, what: str) -> None:
+        units, _ = self.select(box)
+        writers = self.writer[units]
         foreign = (writers >= 0) & (writers != slot)
         if bool(foreign.any()):
             other = self.names[int(writers[foreign][0])]
-            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) read through {self.names[slot]!r} were "
-                                    f"written through {other!r}, which the caller passed over the same memory: "
-                                    f"pypto does not order the two (the result depends on scheduling)")
-        self.reader[offsets] = slot
-        self.read_in[offsets] = iteration
+            violation("C-ALIAS-01", f"{what}: {int(foreign.sum()) * self.unit} byte(s) read through "
+                                    f"{self.names[slot]!r} were written through {other!r}, which the caller passed "
+                                    f"over the same memory: pypto does not order the two (the result depends on "
+                                    f"scheduling)")
+        self.reader[units] = slot
+        self.read_in[units] = iteration
 
-    def write(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
-        readers = self.reader[offsets]
-        foreign = (readers >= 0) & (readers != slot) & (self.read_in[offsets] != iteration)
+    def write(self, slot: int, box: Box, iteration: int, what: str) -> None:
+        units, _ = self.select(box)
+        readers = self.reader[units]
+        foreign = (readers >= 0) & (readers != slot) & (self.read_in[units] != iteration)
         if bool(foreign.any()):
             other = self.names[int(readers[foreign][0])]
-            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) written through {self.names[slot]!r} "
-                                    f"were read through {other!r} in another loop iteration, and the caller passed "
-                                    f"both over the same memory: pypto does not order the two (the result depends "
-                                    f"on scheduling)")
-        self.writer[offsets] = slot
+            violation("C-ALIAS-01", f"{what}: {int(foreign.sum()) * self.unit} byte(s) written through "
+                                    f"{self.names[slot]!r} were read through {other!r} in another loop iteration, "
+                                    f"and the caller passed both over the same memory: pypto does not order the two "
+                                    f"(the result depends on scheduling)")
+        self.writer[units] = slot
 
 
 class Alias:
@@ -62,19 +69,9 @@ class Alias:
         self.element_size, self.shape = arg.element_size(), tuple(arg.shape)
         memory.names[slot] = name
 
-    def offsets(self, region) -> torch.Tensor:
+    def box(self, region) -> Box | None:
         """The bytes of a region (a tuple of slices) of the parameter, in the shared memory."""
-        device = self.memory.writer.device
-        flat = torch.arange(_numel(self.shape), device=device).reshape(self.shape)[region].reshape(-1)
-        within = torch.arange(self.element_size, device=device)
-        return (self.base + flat[:, None] * self.element_size + within).reshape(-1)
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+        return box_of(self.base, self.element_size, self.shape, region)
 
 
 def memory_groups(args: list) -> list:

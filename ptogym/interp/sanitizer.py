@@ -28,7 +28,6 @@ raises ``ConstraintViolation`` naming the count of all (``mode="warn"``: one
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import checks, runtime
+from .shadow import Box, UnitShadow, box_of, indices, rows_box, scaled
 
 MODES = ("error", "warn")
 _SLOT_BITS = 4
@@ -124,79 +124,29 @@ def _stamp(segment: int, slot: int) -> int:
     return segment << _SLOT_BITS | slot
 
 
-class Storage:
+class Storage(UnitShadow):
     """Shadow state of one memory: ``writer`` (last write) and, where several parameters
-    share it, ``reader`` (first read since that write), per unit of ``unit`` bytes."""
+    share it, ``reader`` (first read since that write), per unit."""
+
+    ARRAYS = ("writer", "reader")
 
     def __init__(self, nbytes: int, device, kind: str, site: str, iteration: str):
-        self.nbytes, self.device, self.kind, self.site, self.iteration = nbytes, device, kind, site, iteration
-        self.unit = max(nbytes, 1)
+        super().__init__(nbytes, device)
+        self.kind, self.site, self.iteration = kind, site, iteration
         self.names: list[str] = []
-        self.writer: torch.Tensor | None = None
-        self.reader: torch.Tensor | None = None
         self.output: bool | None = None  # parameters: whether the first access was a write
         self.log: list = []  # (segment, slot, kind, location, Box): where past accesses were made (reports)
-        if kind == "local":
-            self.writer = torch.full((1,), _NEVER, dtype=torch.int32, device=device)
+        if kind == "local":  # a workspace is checked from the start: nothing is written yet
+            self.writer = self.new_array(_NEVER)
 
     @property
     def aliased(self) -> bool:
         return len(self.names) > 1
 
-    def refine(self, unit: int) -> None:
-        """Split every unit into ``self.unit // unit`` (an access that does not cover whole units)."""
-        factor = self.unit // unit
-        self.unit = unit
-        for name in ("writer", "reader"):
-            shadow = getattr(self, name)
-            if shadow is not None:
-                setattr(self, name, shadow.repeat_interleave(factor))
-
     def ensure_writer(self) -> torch.Tensor:
         if self.writer is None:
-            self.writer = torch.full((self.nbytes // self.unit,), _NEVER, dtype=torch.int32, device=self.device)
+            self.writer = self.new_array(_NEVER)
         return self.writer
-
-    def shadow_bytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.writer, self.reader) if t is not None)
-
-
-@dataclass
-class Box:
-    """A set of bytes of a storage: ``origin`` plus, per axis, ``(extent, stride)`` in bytes,
-    each run ``run`` bytes long; or the rows ``rows`` (an index tensor) of ``run`` bytes."""
-
-    origin: int
-    axes: tuple  # ((extent, stride), ...), bytes
-    run: int
-    rows: torch.Tensor | None = None
-
-    def granule(self) -> int:
-        """The largest unit that divides every run boundary of the box."""
-        return math.gcd(self.origin, self.run, *(stride for extent, stride in self.axes if extent > 1))
-
-    def units(self, unit: int):
-        """The units of the box, as a slice when they are contiguous, else an index tensor."""
-        per_run = self.run // unit
-        if self.rows is not None:
-            starts = self.origin // unit + self.rows * (self.axes[0][1] // unit)
-            if per_run == 1:
-                return starts
-            return (starts[:, None] + torch.arange(per_run, device=starts.device)).reshape(-1)
-        axes = [(extent, stride // unit) for extent, stride in self.axes if extent > 1]
-        start, count = self.origin // unit, per_run * math.prod(extent for extent, _ in axes)
-        if per_run + sum((extent - 1) * stride for extent, stride in axes) == count:
-            return slice(start, start + count)
-        index = torch.arange(per_run) + start
-        for extent, stride in reversed(axes):
-            index = (torch.arange(extent)[:, None] * stride + index.reshape(1, -1)).reshape(-1)
-        return index
-
-    def contains(self, unit: int, index: int) -> bool:
-        selection = self.units(unit)
-        if isinstance(selection, slice):
-            return selection.start <= index < selection.stop
-        return bool((selection == index).any())
 
 
 @dataclass
@@ -211,16 +161,7 @@ class Place:
 
     def box(self, shape, region) -> Box | None:
         """The bytes of ``region`` (absolute slices of a tensor of ``shape``), None if empty."""
-        extents = [r.stop - r.start for r in region]
-        if not extents or min(extents) <= 0:
-            return None if extents else Box(self.base, (), self.element_size)
-        strides, step = [], self.element_size
-        for n in reversed(shape):
-            strides.append(step)
-            step *= n
-        strides.reverse()
-        origin = self.base + sum(r.start * s for r, s in zip(region, strides))
-        return Box(origin, tuple(zip(extents[:-1], strides[:-1])), extents[-1] * self.element_size)
+        return box_of(self.base, self.element_size, shape, region)
 
     def element_of(self, unit_index: int, shape) -> list:
         """The index, in this tensor of ``shape``, of the first element of a unit."""
@@ -296,14 +237,12 @@ class Sanitizer:
     # --- accesses --------------------------------------------------------------------
     def _selection(self, place: Place, box: Box):
         storage = place.storage
-        granule = math.gcd(storage.unit, box.granule())
-        if granule < storage.unit:
-            factor = storage.unit // granule
-            storage.refine(granule)
+        selection, factor = storage.select(box)
+        if factor > 1:  # the read selections of this segment, in the new units
             for key, selections in self.reads.items():
                 if key[0] == id(storage):
-                    selections[:] = [_scaled(s, factor) for s in selections]
-        return box.units(storage.unit)
+                    selections[:] = [scaled(s, factor) for s in selections]
+        return selection
 
     def read(self, record, region) -> None:
         place = record.shadow
@@ -338,8 +277,7 @@ class Sanitizer:
         """A write of ``region`` (absolute slices), or of ``rows`` of a [-1, last dim] view."""
         place = record.shadow
         if rows is not None:
-            run = record.shape[-1] * place.element_size
-            box = Box(place.base, ((rows.numel(), run),), run, rows.to(torch.long))
+            box = rows_box(place.base, record.shape[-1] * place.element_size, rows)
         else:
             box = place.box(record.shape, region)
         if box is None:
@@ -373,7 +311,7 @@ class Sanitizer:
         read = self.reads.get((id(storage), slot))
         if not read:
             return mask
-        units = _indices(selection, writer.device)
+        units = indices(selection, writer.device)
         for earlier in read:
             if isinstance(earlier, slice):
                 mask |= (units >= earlier.start) & (units < earlier.stop)
@@ -384,7 +322,7 @@ class Sanitizer:
     # --- findings --------------------------------------------------------------------
     def _uninitialised(self, record, place: Place, selection, unwritten: torch.Tensor) -> None:
         storage = place.storage
-        units = _indices(selection, unwritten.device)[unwritten]
+        units = indices(selection, unwritten.device)[unwritten]
         origin = Access(storage.site, storage.names[0], storage.iteration,
                         "allocation" if storage.kind == "local" else "argument")
         here = Access(checks.user_location(), place.name, self.iterations[self.segment], "read")
@@ -394,7 +332,7 @@ class Sanitizer:
     def _conflict(self, check_id: str, record, place: Place, selection, mask: torch.Tensor, stamps: torch.Tensor,
                   kind: str, earlier_kind: str) -> None:
         storage = place.storage
-        units = _indices(selection, mask.device)[mask]
+        units = indices(selection, mask.device)[mask]
         first = int(units.argmin())
         unit, stamp = int(units[first]), int(stamps[mask][first])
         segment, slot = stamp >> _SLOT_BITS, stamp & _SLOT_MASK
@@ -439,19 +377,6 @@ class Sanitizer:
 
     def shadow_bytes(self) -> int:
         return sum(storage.shadow_bytes() for storage in self.storages)
-
-
-def _indices(selection, device) -> torch.Tensor:
-    if isinstance(selection, slice):
-        return torch.arange(selection.start, selection.stop, device=device)
-    return selection
-
-
-def _scaled(selection, factor: int):
-    """A selection of units in units ``factor`` times smaller."""
-    if isinstance(selection, slice):
-        return slice(selection.start * factor, selection.stop * factor)
-    return (selection[:, None] * factor + torch.arange(factor, device=selection.device)).reshape(-1)
 
 
 def start(run: runtime.KernelRun) -> None:

@@ -431,7 +431,9 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) 
 def _note_aliased(record, region, access: str, what: str) -> None:
     """C-ALIAS-01 bookkeeping of an access to a parameter that shares the caller's memory."""
     alias = record.alias
-    getattr(alias.memory, access)(alias.slot, alias.offsets(region), runtime.current().loop_iterations, what)
+    box = alias.box(region)
+    if box is not None:
+        getattr(alias.memory, access)(alias.slot, box, runtime.current().loop_iterations, what)
 
 
 class ScatteredRows(Tensor):
