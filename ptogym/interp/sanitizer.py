@@ -99,6 +99,9 @@ class Access:
 
 @dataclass
 class Finding:
+    """One sanitizer finding of a kernel call: the id, the two accesses (file:line, tensor,
+    loop indices), the first conflicting element and how many elements conflict in all."""
+
     check_id: str
     first: Access  # the earlier access (S-UNINIT-01: where the memory came from)
     second: Access  # the access that conflicts with it
