@@ -3,9 +3,9 @@ interpreter plain and under ``sanitize()``, side by side in one process.
 
     python benchmarks/bench_sanitizer.py [OP...] [--repeat 3] [--all-levels]
 
-Per level: the kernel's wall time (the case's ``run`` stage; plain and sanitized runs alternate,
-the best of --repeat each, and of as many as 3 s of runs take for short kernels, so a busy
-machine's stalls do not make the ratio), their ratio, the sanitizer's
+Per level: the CPU seconds of the kernel calls (plain and sanitized runs alternate, the best of
+--repeat each, and of as many as 3 s of runs take for short kernels), their ratio ("time x", the
+target's), the same for wall time ("wall x": noisy on a shared machine), the sanitizer's
 shadow memory against the bytes of the tensors it follows (the kernel's arguments and
 workspaces) and its findings (each must be 0: the operators are race-free).  Targets (issue 21):
 time ratio <= 3, memory ratio <= 2.  The last line says whether every level met them.
@@ -14,6 +14,7 @@ time ratio <= 3, memory ratio <= 2.  The last line says whether every level met 
 import argparse
 import math
 import sys
+import time
 
 from ptogym import ops
 from ptogym.backends import get_backend
@@ -47,12 +48,39 @@ class _Measured:
         sanitizer.Sanitizer.finish = self._finish
 
 
+class _KernelClock:
+    """CPU and wall seconds the backend spends in kernel calls (only those: not the inputs, the
+    golden or the comparison) while it is installed.  CPU time (the process's, all threads) is
+    what the ratio uses: on a shared machine other processes stretch wall time, not CPU time."""
+
+    def __init__(self, backend):
+        self.backend, self.cpu, self.wall = backend, 0.0, 0.0
+
+    def __enter__(self):
+        call = self.backend._call
+
+        def timed_call(kernel, tensors, scalars):
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                return call(kernel, tensors, scalars)
+            finally:
+                self.cpu += time.process_time() - cpu
+                self.wall += time.perf_counter() - wall
+
+        self.backend._call = timed_call
+        return self
+
+    def __exit__(self, *exc):
+        del self.backend._call  # the class's method again
+
+
 def _run_seconds(spec, case, backend, sanitized: bool):
-    with sanitizer.sanitize("warn" if sanitized else False) as found:
+    """(kernel CPU seconds, kernel wall seconds, findings) of one run of the case."""
+    with sanitizer.sanitize("warn" if sanitized else False) as found, _KernelClock(backend) as clock:
         result = run_case(spec, case, backend)
     if result.status != PASS:
         raise SystemExit(f"{spec.name} {case.id}: {result.status} {result.reason or ''}")
-    return result.timings["run"], found
+    return clock.cpu, clock.wall, found
 
 
 def _input_bytes(case) -> int:
@@ -68,28 +96,30 @@ def main(argv=None) -> int:
     backend = get_backend("interp")
     worst_time = worst_memory = 0.0
     total_findings = 0
-    print(f"{'operator':<24} {'level':<22} {'plain s':>8} {'sanit. s':>8} {'time x':>7} {'memory x':>8} findings")
+    print(f"{'operator':<24} {'level':<22} {'plain s':>8} {'sanit. s':>8} {'time x':>7} {'wall x':>7} "
+          f"{'memory x':>8} findings")
     for name in args.ops or ops.OP_NAMES:
         spec = ops.get_op(name)
         levels = [case for case in load_cases(spec.cases_path, spec) if not case.is_slow]
         if not args.all_levels:
             levels = [max(levels, key=_input_bytes)]
         for case in levels:
-            plain = sanitized = math.inf
+            plain, sanitized, plain_wall, sanitized_wall = math.inf, math.inf, math.inf, math.inf
             attempt = spent = 0
             with _Measured() as measured:
                 while attempt < args.repeat or (spent < MIN_SECONDS and attempt < MAX_ATTEMPTS):
-                    seconds = _run_seconds(spec, case, backend, sanitized=False)[0]
-                    plain = min(plain, seconds)
-                    sanitized_seconds, findings = _run_seconds(spec, case, backend, sanitized=True)
-                    sanitized = min(sanitized, sanitized_seconds)
+                    cpu, wall, _ = _run_seconds(spec, case, backend, sanitized=False)
+                    plain, plain_wall = min(plain, cpu), min(plain_wall, wall)
+                    cpu, wall, findings = _run_seconds(spec, case, backend, sanitized=True)
+                    sanitized, sanitized_wall = min(sanitized, cpu), min(sanitized_wall, wall)
                     if attempt == 0:
                         memory = measured.shadow / max(measured.followed, 1)
-                    attempt, spent = attempt + 1, spent + seconds + sanitized_seconds
-            worst_time, worst_memory = max(worst_time, sanitized / plain), max(worst_memory, memory)
+                    attempt, spent = attempt + 1, spent + plain_wall + wall
+            ratio = sanitized / plain
+            worst_time, worst_memory = max(worst_time, ratio), max(worst_memory, memory)
             total_findings += len(findings)
-            print(f"{name:<24} {case.id:<22} {plain:8.3f} {sanitized:8.3f} {sanitized / plain:7.2f} {memory:8.3f} "
-                  f"{len(findings)}", flush=True)
+            print(f"{name:<24} {case.id:<22} {plain:8.3f} {sanitized:8.3f} {ratio:7.2f} "
+                  f"{sanitized_wall / plain_wall:7.2f} {memory:8.3f} {len(findings)}", flush=True)
             for finding in findings:
                 print(f"    [{finding.check_id}] {finding.describe()}")
     met = worst_time <= TIME_TARGET and worst_memory <= MEMORY_TARGET and total_findings == 0

@@ -255,3 +255,22 @@ def test_run_sanitize_passes_an_operator_and_refuses_other_backends(capsys):
     assert main(["run", "rms_norm", "level0", "--sanitize=warn", "--backend", "pypto-sim"]) == 2
     captured = capsys.readouterr()
     assert "only the interp backend" in captured.err and captured.out.strip().splitlines()[-1] == "[RUN_ERROR]"
+
+
+def test_stage_and_bisect_sanitize_judge_an_operator_and_the_log_says_so(tmp_path, capsys):
+    import json
+
+    from ptogym.cli import main
+
+    assert main(["new", "sanitized_demo", "--modules", "2", "--dir", str(tmp_path)]) == 0
+    package, logs = str(tmp_path / "sanitized_demo"), tmp_path / "logs"
+    capsys.readouterr()
+    assert main(["stage", package, "--sanitize", "--log-dir", str(logs)]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("[STAGE_PASS]")
+    modules = json.loads((logs / "stage_log.json").read_text())["modules"]
+    assert [m["sanitize"] for m in modules] == ["error", "error"]  # a plain run does not reuse them as its own
+    assert main(["stage", package, "--from", "2", "--log-dir", str(logs)]) == 0
+    assert "re-run despite --from 2: the previous entry was earned on another sanitize 'error' -> None" in \
+        capsys.readouterr().out
+    assert main(["bisect", package, "--sanitize=warn"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("[BISECT_CLEAN]")
