@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from .checks import violation
-from .shadow import Box, UnitShadow, box_of
+from .shadow import Box, UnitShadow, assign, box_of, view
 
 
 class SharedMemory(UnitShadow):
@@ -35,7 +35,7 @@ class SharedMemory(UnitShadow):
 
     def read(self, slot: int, box: Box, iteration: int, what: str) -> None:
         units, _ = self.select(box)
-        writers = self.writer[units]
+        writers = view(self.writer, units)
         foreign = (writers >= 0) & (writers != slot)
         if bool(foreign.any()):
             other = self.names[int(writers[foreign][0])]
@@ -43,20 +43,20 @@ class SharedMemory(UnitShadow):
                                     f"{self.names[slot]!r} were written through {other!r}, which the caller passed "
                                     f"over the same memory: pypto does not order the two (the result depends on "
                                     f"scheduling)")
-        self.reader[units] = slot
-        self.read_in[units] = iteration
+        assign(self.reader, units, slot)
+        assign(self.read_in, units, iteration)
 
     def write(self, slot: int, box: Box, iteration: int, what: str) -> None:
         units, _ = self.select(box)
-        readers = self.reader[units]
-        foreign = (readers >= 0) & (readers != slot) & (self.read_in[units] != iteration)
+        readers = view(self.reader, units)
+        foreign = (readers >= 0) & (readers != slot) & (view(self.read_in, units) != iteration)
         if bool(foreign.any()):
             other = self.names[int(readers[foreign][0])]
             violation("C-ALIAS-01", f"{what}: {int(foreign.sum()) * self.unit} byte(s) written through "
                                     f"{self.names[slot]!r} were read through {other!r} in another loop iteration, "
                                     f"and the caller passed both over the same memory: pypto does not order the two "
                                     f"(the result depends on scheduling)")
-        self.writer[units] = slot
+        assign(self.writer, units, slot)
 
 
 class Alias:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import torch
 
 from . import checks, runtime
-from .shadow import Box, UnitShadow, box_of, indices, rows_box, scaled
+from .shadow import Box, UnitShadow, assign, box_of, indices, rows_box, scaled, view
 
 MODES = ("error", "warn")
 _SLOT_BITS = 4
@@ -259,7 +259,7 @@ class Sanitizer:
             return  # an input nothing writes: nothing to check
         segment = self._current()
         selection = self._selection(place, box)
-        writer = storage.ensure_writer()[selection]
+        writer = view(storage.ensure_writer(), selection)
         if storage.kind == "local" or storage.output:
             unwritten = writer < 0
             if bool(unwritten.any()):
@@ -270,9 +270,8 @@ class Sanitizer:
                 self._conflict("S-RACE-02", record, place, selection, foreign, writer, "read", "write")
             if storage.reader is None:
                 storage.reader = torch.full_like(storage.writer, _NEVER)
-            readers = storage.reader[selection]
-            first = torch.where(readers < 0, _stamp(segment, place.slot), readers)
-            storage.reader[selection] = first
+            readers = view(storage.reader, selection)
+            assign(storage.reader, selection, torch.where(readers < 0, _stamp(segment, place.slot), readers))
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
         self.reads.setdefault((id(storage), place.slot), []).append(selection)
 
@@ -290,21 +289,20 @@ class Sanitizer:
             storage.output = True
         segment = self._current()
         selection = self._selection(place, box)
-        storage.ensure_writer()
-        writer = storage.writer[selection]
+        writer = view(storage.ensure_writer(), selection)
         earlier = (writer >= _stamp(self.barrier, 0)) & ((writer >> _SLOT_BITS) != segment)
         if bool(earlier.any()):
-            earlier &= ~self._read_here(storage, place.slot, selection, writer)
+            earlier = earlier.reshape(-1) & ~self._read_here(storage, place.slot, selection, writer.reshape(-1))
             if bool(earlier.any()):
                 self._conflict("S-RACE-01", record, place, selection, earlier, writer, "write", "write")
         if storage.reader is not None:
-            readers = storage.reader[selection]
+            readers = view(storage.reader, selection)
             foreign = ((readers >= _stamp(self.barrier, 0)) & ((readers >> _SLOT_BITS) != segment)
                        & ((readers & _SLOT_MASK) != place.slot))
             if bool(foreign.any()):
                 self._conflict("S-RACE-02", record, place, selection, foreign, readers, "write", "read")
-            storage.reader[selection] = _NEVER
-        storage.writer[selection] = _stamp(segment, place.slot)
+            assign(storage.reader, selection, _NEVER)
+        assign(storage.writer, selection, _stamp(segment, place.slot))
         storage.log.append((segment, place.slot, "write", checks.user_location(), box))
 
     def _read_here(self, storage: Storage, slot: int, selection, writer: torch.Tensor) -> torch.Tensor:
@@ -319,13 +317,13 @@ class Sanitizer:
             if isinstance(earlier, slice):
                 mask |= (units >= earlier.start) & (units < earlier.stop)
             else:
-                mask |= torch.isin(units, earlier)
+                mask |= torch.isin(units, indices(earlier, units.device))
         return mask & ((writer & _SLOT_MASK) == slot)
 
     # --- findings --------------------------------------------------------------------
     def _uninitialised(self, record, place: Place, selection, unwritten: torch.Tensor) -> None:
         storage = place.storage
-        units = indices(selection, unwritten.device)[unwritten]
+        units = indices(selection, unwritten.device)[unwritten.reshape(-1)]
         origin = Access(storage.site, storage.names[0], storage.iteration,
                         "allocation" if storage.kind == "local" else "argument")
         here = Access(checks.user_location(), place.name, self.iterations[self.segment], "read")
@@ -335,9 +333,10 @@ class Sanitizer:
     def _conflict(self, check_id: str, record, place: Place, selection, mask: torch.Tensor, stamps: torch.Tensor,
                   kind: str, earlier_kind: str) -> None:
         storage = place.storage
+        mask = mask.reshape(-1)
         units = indices(selection, mask.device)[mask]
         first = int(units.argmin())
-        unit, stamp = int(units[first]), int(stamps[mask][first])
+        unit, stamp = int(units[first]), int(stamps.reshape(-1)[mask][first])
         segment, slot = stamp >> _SLOT_BITS, stamp & _SLOT_MASK
         location = "<unknown>"
         for seg, s, what, where, box in reversed(storage.log):  # the last write, or the first read, of that segment

@@ -5,7 +5,8 @@ A memory starts as one unit; an access that cuts a unit refines them all (the gc
 access's offset, strides and run length), so a kernel walking rows keeps one entry per row,
 and the elements of a unit share their whole history: checks on units are as exact as checks
 on bytes.  ``Box`` describes the bytes an access covers; ``UnitShadow.select`` turns it into
-the units it covers, a slice where they are contiguous.  C-ALIAS-01 (``aliasing.py``) and the
+the units it covers: a slice where they are contiguous, else a ``Strided`` view (an index tensor
+only for scattered rows).  C-ALIAS-01 (``aliasing.py``) and the
 sanitizer (``sanitizer.py``) keep their state this way.
 """
 from __future__ import annotations
@@ -32,7 +33,8 @@ class Box:
         return math.gcd(self.origin, self.run, *(stride for extent, stride in self.axes if extent > 1))
 
     def units(self, unit: int):
-        """The units of the box, as a slice when they are contiguous, else an index tensor."""
+        """The units of the box: a slice when they are contiguous, a Strided view when they are not,
+        an index tensor for rows."""
         per_run = self.run // unit
         if self.rows is not None:
             starts = self.origin // unit + self.rows * (self.axes[0][1] // unit)
@@ -43,16 +45,23 @@ class Box:
         start, count = self.origin // unit, per_run * math.prod(extent for extent, _ in axes)
         if per_run + sum((extent - 1) * stride for extent, stride in axes) == count:
             return slice(start, start + count)
-        index = torch.arange(per_run) + start
-        for extent, stride in reversed(axes):
-            index = (torch.arange(extent)[:, None] * stride + index.reshape(1, -1)).reshape(-1)
-        return index
+        return Strided(start, tuple(e for e, _ in axes) + (per_run,), tuple(s for _, s in axes) + (1,))
 
     def contains(self, unit: int, index: int) -> bool:
         selection = self.units(unit)
         if isinstance(selection, slice):
             return selection.start <= index < selection.stop
-        return bool((selection == index).any())
+        return bool((indices(selection, None) == index).any())
+
+
+@dataclass(frozen=True)
+class Strided:
+    """Units ``offset + sum(i_k * strides[k])`` for ``i_k < sizes[k]`` (the last stride 1): a
+    strided view of a shadow array, so a box with gaps costs no index tensor."""
+
+    offset: int
+    sizes: tuple
+    strides: tuple
 
 
 def box_of(base: int, element_size: int, shape, region) -> Box | None:
@@ -109,10 +118,33 @@ class UnitShadow:
                    for array in [getattr(self, name)] if array is not None)
 
 
+def view(array: torch.Tensor, selection) -> torch.Tensor:
+    """The entries of a shadow array a selection covers: a view (slices, Strided) or a copy
+    (an index tensor); ``indices(selection)`` lists their units in the same order, flattened."""
+    if isinstance(selection, Strided):
+        return array.as_strided(selection.sizes, selection.strides, array.storage_offset() + selection.offset)
+    return array[selection]
+
+
+def assign(array: torch.Tensor, selection, value) -> None:
+    """``array``'s entries at ``selection`` set to ``value`` (a number or a tensor shaped like view())."""
+    if isinstance(selection, torch.Tensor):
+        array[selection] = value
+    elif isinstance(value, torch.Tensor):
+        view(array, selection).copy_(value)
+    else:
+        view(array, selection).fill_(value)
+
+
 def indices(selection, device) -> torch.Tensor:
-    """A selection of units as an index tensor."""
+    """The units of a selection as a flat index tensor, in view()'s order."""
     if isinstance(selection, slice):
         return torch.arange(selection.start, selection.stop, device=device)
+    if isinstance(selection, Strided):
+        index = torch.full((), selection.offset, dtype=torch.long, device=device)
+        for size, stride in zip(selection.sizes, selection.strides):
+            index = index[..., None] + torch.arange(size, device=device) * stride
+        return index.reshape(-1)
     return selection
 
 
@@ -120,4 +152,7 @@ def scaled(selection, factor: int):
     """A selection of units in units ``factor`` times smaller."""
     if isinstance(selection, slice):
         return slice(selection.start * factor, selection.stop * factor)
+    if isinstance(selection, Strided):
+        return Strided(selection.offset * factor, selection.sizes[:-1] + (selection.sizes[-1] * factor,),
+                       tuple(stride * factor for stride in selection.strides[:-1]) + (1,))
     return (selection[:, None] * factor + torch.arange(factor, device=selection.device)).reshape(-1)
