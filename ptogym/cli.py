@@ -108,6 +108,28 @@ def check_writable(path: str, option: str) -> None:
         raise UsageError(f"{option}: cannot write {path}: permission denied")
 
 
+def add_sanitize_option(parser) -> None:
+    """``--sanitize`` / ``--sanitize=warn``: run the kernels under ptogym.interp's sanitizer."""
+    parser.add_argument("--sanitize", nargs="?", const="error", choices=("error", "warn"), default=None,
+                        help="interp backend: find races between loop iterations and reads of unwritten memory "
+                             "(S-* ids, docs/sanitizer.md); an error, or with =warn a warning and no plain pass")
+
+
+def sanitizing(args, backend: str | None = None):
+    """The context that applies ``--sanitize`` (a null one without it).  UsageError when
+    the kernels would not run on the interpreter, the only backend that sees every access."""
+    mode = getattr(args, "sanitize", None)
+    if mode is None:
+        return contextlib.nullcontext()
+    chosen = backend or os.environ.get("PTOGYM_BACKEND", "").strip() or "interp"
+    if chosen != "interp":
+        raise UsageError(f"--sanitize: the kernels run on backend {chosen!r}; only the interp backend sees every "
+                         f"access (use --backend interp)")
+    from ptogym.interp.sanitizer import sanitize
+
+    return sanitize(mode)
+
+
 def verdict(exit_code: int, precision: bool = True) -> str:
     """The verdict line for *exit_code*; commands that judge no precision say [OK] on success."""
     return MARKERS[exit_code] if precision or exit_code else OK_MARKER

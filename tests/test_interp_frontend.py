@@ -762,12 +762,13 @@ def test_launcher_usage_errors(capsys, launcher_sandbox):
 def test_launcher_lists_every_check(capsys):
     assert launcher.main(["--checks"]) == 0
     *listed, verdict = [line.split(maxsplit=2) for line in capsys.readouterr().out.splitlines()]
-    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS]
-    classes = {"A": "advice", "L": "limit", "C": "error"}
+    assert [row[0] for row in listed] == [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS, *checks.SANITIZER]
+    classes = {"A": "advice", "L": "limit", "C": "error", "S": "sanitizer"}
     assert all(row[1] == classes[row[0][0]] for row in listed)
     assert all(row[2] == checks.rule_of(row[0]) for row in listed)
     assert verdict[0] == "[OK]" and " ".join(verdict).endswith(
-        f"{len(checks.CHECKS)} error checks, {len(checks.ADVICE)} advice, {len(checks.LIMITS)} resource limits")
+        f"{len(checks.CHECKS)} error checks, {len(checks.ADVICE)} advice, {len(checks.LIMITS)} resource limits, "
+        f"{len(checks.SANITIZER)} sanitizer checks (--sanitize)")
 
 
 # --- pypto's value semantics for views, moves and element access -------------------------------------

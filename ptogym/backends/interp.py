@@ -15,9 +15,11 @@ class Backend(BackendBase):
 
     def check_available(self) -> None:
         """The interpreter runs anywhere; its settings are checked here, before any case:
-        ValueError naming the variable (an unknown id in PTOGYM_SILENCE, a bad limit)."""
-        from ptogym.interp import checks
+        ValueError naming the variable (an unknown id in PTOGYM_SILENCE, a bad limit or
+        PTOGYM_SANITIZE value)."""
+        from ptogym.interp import checks, sanitizer
 
         checks.silenced_by_env()
+        sanitizer.mode_from_env()
         for check_id in checks.LIMITS:
             checks.limit(check_id)

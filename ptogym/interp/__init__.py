@@ -6,7 +6,8 @@ enforcing PyPTO's constraints as named checks (``checks.CHECKS``).
 
 Layout: dtypes (DT_*), symbolic (dynamic dims, loop indices), tensor (view,
 assemble, slicing), ops (compute), config (tile shapes, options), frontend (jit,
-loops), platform (profiles), checks (constraint ids, lenient mode), enums
+loops), platform (profiles), checks (constraint ids, lenient mode), sanitizer (races and
+uninitialised reads, ``sanitize()``), enums
 (pypto.enum), controls (cond, options scopes, pass config, debug prints),
 operation / pypto_impl (the module paths published kernels import from).
 """
@@ -28,6 +29,7 @@ from .frontend import (DYN, DYNAMIC, STATIC, RunMode, StatusType, is_loop_begin,
                        loop, loop_unroll)
 from .ops import *  # noqa: F401,F403 (ops.__all__ includes sum/max/min/abs/round/pow)
 from .platform import platform, set_platform  # noqa: F401
+from .sanitizer import Finding, sanitize  # noqa: F401
 from .symbolic import SymbolicScalar, ceildiv  # noqa: F401
 from .tensor import Tensor, assemble, reshape, view  # noqa: F401
 from .controls import (CompStage, CubeTile, PassConfigKey, PassConfigs, SymInt, cond,  # noqa: F401

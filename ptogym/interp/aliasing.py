@@ -7,53 +7,62 @@ kernel wrote (measured: probe ``alias_rows_written_by_another_iteration`` reads 
 as the caller passed it).  The interpreter does the same (``private_copies``,
 ``copy_back``).  On a device nothing orders the two parameters, so an element written
 through one and read through the other, or read in one loop iteration and written through
-the other in another, is a race: advice A-ALIAS-01 (``--sanitize`` reports such races as
-errors).  Reading and writing one element through two aliases in one loop iteration is an
-in-place update and fine (the write needs the value read).
+the other in another, is a race: advice A-ALIAS-01.  Reading and writing one element
+through two aliases in one loop iteration is an in-place update and fine (the write needs
+the value read).
 
-``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it.
+``SharedMemory`` follows one caller memory for the parameters over it, in units every access
+covers whole (``shadow.py``: as exact as bytes, one entry per row for a kernel walking rows).  In
+sanitize mode (``sanitizer.py``) the sanitizer's S-RACE-02, an error, takes A-ALIAS-01's place,
+on the same grouping of arguments (``memory_groups``).
 """
 from __future__ import annotations
 
 import torch
 
 from .checks import advise
+from .shadow import Box, UnitShadow, assign, box_of, view
 
 
-class SharedMemory:
+class SharedMemory(UnitShadow):
     """The bytes of one caller memory that several parameters cover: who last wrote each
-    byte and who read it (parameter slot, loop iteration stamp)."""
+    unit of it and who read it (parameter slot, loop iteration stamp)."""
+
+    ARRAYS = ("writer", "reader", "read_in")
 
     def __init__(self, nbytes: int, device):
-        self.writer = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
-        self.reader = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
-        self.read_in = torch.full((nbytes,), -1, dtype=torch.int64, device=device)
+        super().__init__(nbytes, device)
+        self.writer, self.reader = self.new_array(-1), self.new_array(-1)
+        self.read_in = self.new_array(-1, torch.int64)
         self.names: dict[int, str] = {}
         self.advised = False  # A-ALIAS-01 once per memory and call: its first access tells the story
 
-    def read(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
-        writers = self.writer[offsets]
+    def read(self, slot: int, box: Box, iteration: int, what: str) -> None:
+        units, _ = self.select(box)
+        writers = view(self.writer, units)
         foreign = (writers >= 0) & (writers != slot)
         if not self.advised and bool(foreign.any()):
             self.advised = True
             other = self.names[int(writers[foreign][0])]
-            advise("A-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) read through {self.names[slot]!r} were "
-                                 f"written through {other!r}, which the caller passed over the same memory: read "
-                                 f"as the caller passed them (pypto's CPU run); on a device a race")
-        self.reader[offsets] = slot
-        self.read_in[offsets] = iteration
+            advise("A-ALIAS-01", f"{what}: {int(foreign.sum()) * self.unit} byte(s) read through "
+                                 f"{self.names[slot]!r} were written through {other!r}, which the caller passed over "
+                                 f"the same memory: read as the caller passed them (pypto's CPU run); on a device "
+                                 f"a race")
+        assign(self.reader, units, slot)
+        assign(self.read_in, units, iteration)
 
-    def write(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
-        readers = self.reader[offsets]
-        foreign = (readers >= 0) & (readers != slot) & (self.read_in[offsets] != iteration)
+    def write(self, slot: int, box: Box, iteration: int, what: str) -> None:
+        units, _ = self.select(box)
+        readers = view(self.reader, units)
+        foreign = (readers >= 0) & (readers != slot) & (view(self.read_in, units) != iteration)
         if not self.advised and bool(foreign.any()):
             self.advised = True
             other = self.names[int(readers[foreign][0])]
-            advise("A-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) written through {self.names[slot]!r} "
-                                 f"were read through {other!r} in another loop iteration, and the caller passed both "
-                                 f"over the same memory: on a device a race (pypto's CPU run reads the caller's "
-                                 f"values, as here)")
-        self.writer[offsets] = slot
+            advise("A-ALIAS-01", f"{what}: {int(foreign.sum()) * self.unit} byte(s) written through "
+                                 f"{self.names[slot]!r} were read through {other!r} in another loop iteration, and "
+                                 f"the caller passed both over the same memory: on a device a race (pypto's CPU run "
+                                 f"reads the caller's values, as here)")
+        assign(self.writer, units, slot)
 
 
 class Alias:
@@ -66,24 +75,14 @@ class Alias:
         self.element_size, self.shape = arg.element_size(), tuple(arg.shape)
         memory.names[slot] = name
 
-    def offsets(self, region) -> torch.Tensor:
+    def box(self, region) -> Box | None:
         """The bytes of a region (a tuple of slices) of the parameter, in the shared memory."""
-        device = self.memory.writer.device
-        flat = torch.arange(_numel(self.shape), device=device).reshape(self.shape)[region].reshape(-1)
-        within = torch.arange(self.element_size, device=device)
-        return (self.base + flat[:, None] * self.element_size + within).reshape(-1)
+        return box_of(self.base, self.element_size, self.shape, region)
 
 
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def find_aliases(names: list, args: list) -> dict:
-    """``{index: Alias}`` for the arguments whose memory overlaps another's (contiguous tensors;
-    meta tensors and empty ones have none)."""
+def memory_groups(args: list) -> list:
+    """``[(low, high, [(start, index), ...]), ...]``: the arguments grouped by overlapping
+    memory (byte spans of contiguous tensors; meta tensors and empty ones have none)."""
     spans = []
     for index, arg in enumerate(args):
         if arg.is_meta or arg.numel() == 0:  # no memory to share
@@ -96,13 +95,18 @@ def find_aliases(names: list, args: list) -> dict:
             groups[-1].append(span)
         else:
             groups.append([span])
+    return [(min(s for s, _, _ in group), max(e for _, e, _ in group), [(s, i) for s, _, i in group])
+            for group in groups]
+
+
+def find_aliases(names: list, args: list) -> dict:
+    """``{index: Alias}`` for the arguments whose memory overlaps another's."""
     aliases = {}
-    for group in groups:
-        if len(group) < 2:
+    for low, high, members in memory_groups(args):
+        if len(members) < 2:
             continue
-        low, high = min(s for s, _, _ in group), max(e for _, e, _ in group)
-        memory = SharedMemory(high - low, args[group[0][2]].device)
-        for start, _, index in group:
+        memory = SharedMemory(high - low, args[members[0][1]].device)
+        for start, index in members:
             aliases[index] = Alias(memory, index, names[index], start - low, args[index])
     return aliases
 

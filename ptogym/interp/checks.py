@@ -129,6 +129,17 @@ ADVICE = {
                 "16-bit result",
 }
 
+#: The sanitizer's findings (``ptogym interp --sanitize``, ``sanitize()``, ``PTOGYM_SANITIZE``; docs/sanitizer.md):
+#: what a device would turn into garbage, differently each run, although pypto compiles the kernel.  Checked only
+#: in sanitize mode, where they are errors (``--sanitize=warn``: warnings, and the verdict is no plain pass).
+SANITIZER = {
+    "S-RACE-01": "two iterations that may run at once (nothing pypto tracks orders them) write one element",
+    "S-RACE-02": "an element written through one parameter is read through another over the same memory, or read "
+                 "through one and written through another in another iteration: pypto orders neither pair",
+    "S-UNINIT-01": "a read of a pypto.tensor element, or of an output's, that nothing has written yet (device "
+                   "memory holds garbage there)",
+}
+
 #: Resource limits of the interpreter itself, not rules of pypto (which compiles such
 #: kernels): each is an error with its own id, never turned into a warning by lenient()
 #: (the kernel would not end), its bound set by an environment variable or set_limit().
@@ -200,7 +211,7 @@ class ConstraintViolation(ValueError):
 
     def __init__(self, check_id: str, details: str, location: str):
         self.check_id, self.details, self.location = check_id, details, location
-        super().__init__(f"[{check_id}] {location}: {details} (rule: {CHECKS[check_id]})")
+        super().__init__(f"[{check_id}] {location}: {details} (rule: {CHECKS.get(check_id) or SANITIZER[check_id]})")
 
 
 class ConstraintWarning(UserWarning):
@@ -208,14 +219,15 @@ class ConstraintWarning(UserWarning):
 
 
 def check_class(check_id: str) -> str:
-    return "advice" if check_id in ADVICE else "limit" if check_id in LIMITS else "error"
+    return ("advice" if check_id in ADVICE else "limit" if check_id in LIMITS else "sanitizer" if check_id in SANITIZER
+            else "error")
 
 
 def rule_of(check_id: str) -> str:
     if check_id in LIMITS:
         variable, default = LIMIT_SETTINGS[check_id]
         return f"{LIMITS[check_id]}: at most {limit(check_id)} (${variable}, default {default})"
-    return ADVICE.get(check_id) or CHECKS[check_id]
+    return ADVICE.get(check_id) or SANITIZER.get(check_id) or CHECKS[check_id]
 
 
 def silenced_by_env(environ=os.environ) -> set:
@@ -288,6 +300,11 @@ def violation(check_id: str, details: str, location: str | None = None) -> None:
     error = ConstraintViolation(check_id, details, location or user_location())
     if not _mode.lenient:
         raise error
+    downgrade(error)
+
+
+def downgrade(error: ConstraintViolation) -> None:
+    """Report a violation as a warning, counted as downgraded (no plain verdict follows)."""
     _mode.downgraded += 1
     warnings.warn_explicit(str(error), ConstraintWarning, *_split_site(error.location))
 
@@ -304,8 +321,8 @@ class Leniency:
     downgraded: int = 0  # constraint violations it turned into warnings
 
     def describe(self) -> str:
-        return (f"lenient mode (PTOGYM_LENIENT or lenient()): {self.downgraded} constraint violation(s) "
-                "downgraded to warnings; strict checks did not judge this")
+        return (f"lenient mode (PTOGYM_LENIENT or lenient()) or --sanitize=warn: {self.downgraded} constraint "
+                "violation(s) or sanitizer finding(s) downgraded to warnings; strict checks did not judge this")
 
 
 @contextlib.contextmanager

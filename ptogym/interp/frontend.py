@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from . import dtypes, runtime
+from . import dtypes, runtime, sanitizer
 from .aliasing import copy_back, find_aliases, private_copies
 from .checks import advise, exceeded, limit, user_location, violation
 from .config import report_pass_verify
@@ -255,12 +255,15 @@ class JitKernel:
             tensors = [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
         run = KernelRun(self.__name__, vec_tile=runtime.GLOBAL_RUN.vec_tile,
                         cube_tile=runtime.GLOBAL_RUN.cube_tile, options=self.options)
+        sanitizer.start(run)
         runtime.push(run)
         try:
             params, write_back = self._bind_tensors(run, tensors)
             scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
             scalars.update(kwargs)
             result = self._run(*params, **scalars)
+            if run.sanitizer is not None:
+                run.sanitizer.finish()
             run.check_outputs(self.site)
             write_back()
             report_pass_verify(self.__name__, self.options, list(args[:n]))
@@ -282,11 +285,15 @@ class JitKernel:
             if not arg.is_contiguous():
                 violation("C-ARG-02", f"{self.__name__}({name}=...): non-contiguous tensor (strides {arg.stride()})")
         run.device = device
-        aliases = find_aliases([name for name, _ in self.tensor_params], list(args))
+        names = [name for name, _ in self.tensor_params]
+        aliases = find_aliases(names, list(args))
         copies = private_copies(list(args), aliases)
         params = [self._bind_one(run, name, spec, arg) for (name, spec), arg in zip(self.tensor_params, copies)]
-        for index, alias in aliases.items():
-            params[index].record.alias = alias
+        if run.sanitizer is not None:  # S-RACE-02 in place of A-ALIAS-01
+            run.sanitizer.bind_parameters(names, list(args), [param.record for param in params])
+        else:
+            for index, alias in aliases.items():
+                params[index].record.alias = alias
         return params, lambda: copy_back(aliases, list(args), copies)
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
@@ -479,7 +486,7 @@ def loop(*args, name: str | None = None, idx_name: str | None = None, unroll_lis
     _check_trip_count(call, len(values))
     info = LoopInfo(name or "loop", values[0] if values else None, values[-1] if values else None)
     label = idx_name or name or "i"
-    yield from _iterations(SymbolicScalar(v, label, loop=info) for v in values)
+    yield from _iterations((SymbolicScalar(v, label, loop=info) for v in values), submit_before_loop)
 
 
 def _indices(start: int, stop: int, step: int, call: str) -> range:
@@ -508,22 +515,32 @@ def _advise_ignored(what: str, ignored: dict) -> None:
                              f"{'this keyword' if len(ignored) == 1 else 'these keywords'}")
 
 
-def _iterations(items):
+def _iterations(items, submit_before_loop: bool = False):
     """A loop's iterations, counted as loop depth (ops on dynamic shapes need a loop) and
     against the kernel call's L-LOOP-02 budget, each starting from the tile shapes the
     loop started with: pypto records a loop inside a configuration scope of its own
     (``BeginScope``/``EndScope``), so a tile set in the body holds there only (upstream
-    ``st/test_options_new_front.py``)."""
+    ``st/test_options_new_front.py``).  The sanitizer sees each iteration begin and end,
+    and ``submit_before_loop``'s barrier before the loop."""
     run = runtime.current()
     budget = limit("L-LOOP-02")
     saved = run.vec_tile, run.cube_tile
+    watch = run.sanitizer
+    if watch is not None and submit_before_loop:
+        watch.submit_barrier()
     run.loop_depth += 1
     try:
         for item in items:
             run.loop_iterations += 1
             if run.loop_iterations > budget:
                 exceeded("L-LOOP-02", f"kernel {run.name}: more than {budget} loop iterations in one call")
-            yield item
+            if watch is not None:
+                index = item[0] if isinstance(item, tuple) else item
+                watch.enter_iteration(index.loop.name, index.expr, index.value)
+                yield item
+                watch.leave_iteration()
+            else:
+                yield item
             run.vec_tile, run.cube_tile = saved
     finally:
         run.loop_depth -= 1
@@ -559,10 +576,13 @@ def loop_unroll(*args, name: str | None = None, idx_name: str | None = None, unr
         advise("A-LOOP-01", f"pypto.loop_unroll({', '.join(_fmt_arg(a) for a in args)}, unroll_list="
                             f"{list(unroll_list)}) runs iterations {covered[:12]}{'...' if len(covered) > 12 else ''}"
                             f" instead of range({start}, {stop}, {step})")
-    for factor, stride, indices in plan:
+    for factor, stride, indices in plan:  # each factor a pypto.loop of its own, with its own barrier
         if indices:
             info = LoopInfo(f"{name or 'loop_unroll'}_LoopUnroll{factor}", indices[0], indices[-1], stride)
-            yield from _iterations((SymbolicScalar(value, label, loop=info), factor) for value in indices)
+            yield from _iterations(((SymbolicScalar(value, label, loop=info), factor) for value in indices),
+                                   submit_before_loop)
+        elif submit_before_loop and runtime.current().sanitizer is not None:
+            runtime.current().sanitizer.submit_barrier()
 
 
 def _fmt_arg(x) -> str:

@@ -1,5 +1,5 @@
-"""``ptogym interp [--lenient] [--platform ARCH] SCRIPT.py [ARGS...]`` or ``... -m MODULE [ARGS...]``:
-run an unmodified PyPTO program with ``import pypto`` bound to the interpreter."""
+"""``ptogym interp [--lenient] [--sanitize[=warn]] [--platform ARCH] SCRIPT.py [ARGS...]`` or ``... -m MODULE
+[ARGS...]``: run an unmodified PyPTO program with ``import pypto`` bound to the interpreter."""
 from __future__ import annotations
 
 import argparse
@@ -16,7 +16,8 @@ import warnings
 _INTERNAL_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep,
                       os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli.py"),
                       contextlib.__file__)
-USAGE = ("ptogym interp [--lenient] [--platform ARCH] [--debug] (SCRIPT.py | -m MODULE) [ARGS...]\n"
+USAGE = ("ptogym interp [--lenient] [--sanitize[=warn]] [--platform ARCH] [--debug] (SCRIPT.py | -m MODULE) "
+         "[ARGS...]\n"
          "       ptogym interp --checks          list the checks (class error, advice or limit) and their rules")
 
 
@@ -39,7 +40,7 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def _parse(argv: list[str]) -> argparse.Namespace:
     """The launcher's own options, all before the program (everything from SCRIPT.py or
     ``-m MODULE`` on belongs to it).  Raises ValueError naming a bad option."""
-    options = argparse.Namespace(lenient=False, platform=None, debug=False, checks=False, help=False)
+    options = argparse.Namespace(lenient=False, sanitize=None, platform=None, debug=False, checks=False, help=False)
     while argv and argv[0].startswith("-") and argv[0] != "-m":
         flag = argv.pop(0)
         name, _, value = flag.partition("=")
@@ -47,6 +48,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
             if not value and (not argv or argv[0].startswith("-")):
                 raise ValueError("--platform needs a value (an arch name such as DAV_2201)")
             options.platform = value or argv.pop(0)
+        elif name == "--sanitize":
+            if value not in ("", "error", "warn"):
+                raise ValueError(f"--sanitize={value}: use --sanitize (errors) or --sanitize=warn")
+            options.sanitize = value or "error"
         elif flag in ("--lenient", "--debug", "--checks"):
             setattr(options, flag[2:], True)
         elif flag in ("-h", "--help"):
@@ -77,16 +82,18 @@ def main(argv: list[str], debug: bool = False) -> int:
     if argv[0] == "-m" and not _module_exists(argv[1]):
         return _usage_error(f"no module named {argv[1]!r}")
     # imported only now: argument errors and --help answer without loading torch
-    from ptogym.interp import checks, platform, set_platform  # (platform is the npuarch object)
+    from ptogym.interp import checks, platform, sanitizer, set_platform  # (platform is the npuarch object)
 
     try:
         set_platform(options.platform or platform.npuarch)  # also validates $PTOGYM_PLATFORM
         checks.silenced_by_env()  # validates $PTOGYM_SILENCE
+        sanitizer.mode_from_env()  # validates $PTOGYM_SANITIZE
     except ValueError as error:
         return _usage_error(str(error))
     bind_pypto()
     # a with-block, not a bare __enter__(): an unreferenced lenient() is undone when collected
-    with checks.lenient(True) if options.lenient else contextlib.nullcontext(), _one_line_warnings():
+    with checks.lenient(True) if options.lenient else contextlib.nullcontext(), _one_line_warnings(), \
+            sanitizer.sanitize(options.sanitize) if options.sanitize else contextlib.nullcontext():
         if argv[0] == "-m":
             sys.argv = argv[1:]
             return _exit_code(lambda: runpy.run_module(argv[1], run_name="__main__", alter_sys=True), options.debug)
@@ -99,10 +106,10 @@ def _list_checks() -> int:
     from ptogym.cli import OK_MARKER
     from ptogym.interp import checks
 
-    for check_id in [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS]:
-        print(f"{check_id:<14} {checks.check_class(check_id):<7} {checks.rule_of(check_id)}")
+    for check_id in [*checks.CHECKS, *checks.ADVICE, *checks.LIMITS, *checks.SANITIZER]:
+        print(f"{check_id:<14} {checks.check_class(check_id):<9} {checks.rule_of(check_id)}")
     print(f"{OK_MARKER} {len(checks.CHECKS)} error checks, {len(checks.ADVICE)} advice, "
-          f"{len(checks.LIMITS)} resource limits")
+          f"{len(checks.LIMITS)} resource limits, {len(checks.SANITIZER)} sanitizer checks (--sanitize)")
     return 0
 
 
@@ -180,6 +187,9 @@ def add_cli(subparsers) -> None:
     parser = subparsers.add_parser("interp", help="run a PyPTO program with `import pypto` bound to the interpreter",
                                    usage=USAGE)
     parser.add_argument("--lenient", action="store_true", help="constraint violations warn instead of raising")
+    parser.add_argument("--sanitize", nargs="?", const="error", choices=("error", "warn"),
+                        help="find races between loop iterations and reads of unwritten memory (S-* checks, "
+                             "docs/sanitizer.md): errors, or warnings with =warn")
     parser.add_argument("--platform", metavar="ARCH", help="the platform profile (default: $PTOGYM_PLATFORM)")
     parser.add_argument("--checks", action="store_true", help="list every check: id, class, rule")
     parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module as a program")

@@ -33,6 +33,7 @@ class StorageRecord:
     written: torch.Tensor | None = None
     fully_written: bool = False
     alias: object = None  # aliasing.Alias: a parameter whose memory the caller passed for another too
+    shadow: object = None  # sanitizer.Place: where the sanitizer follows its accesses (sanitize mode only)
 
     def __post_init__(self):
         self.whole = tuple(slice(0, n) for n in self.shape)  # the region of the whole storage
@@ -88,6 +89,7 @@ class KernelRun:
     semantic_label: str | None = None
     dims: dict = field(default_factory=dict)  # named dynamic dim -> bound value
     device: torch.device | None = None  # where the kernel's tensor arguments live
+    sanitizer: object = None  # sanitizer.Sanitizer of this call, in sanitize mode
 
     def check_outputs(self, location: str) -> None:
         """A-OUT-01: a parameter the kernel writes without reading it is an output; one

@@ -16,7 +16,7 @@ import weakref
 
 import torch
 
-from . import dtypes, runtime, trace
+from . import dtypes, runtime, sanitizer, trace
 from .checks import advise, violation
 from .symbolic import SymbolicScalar, concrete_difference, value_of
 
@@ -60,12 +60,17 @@ class Tensor:
         shape = [value_of(d) for d in self._shape]
         torch_dtype = self.dtype.torch
         self.data = torch.empty(shape, dtype=torch_dtype, device=device or _default_device())
-        if torch_dtype.is_floating_point:
+        run = runtime.current()
+        if run.sanitizer is not None:  # integers get a sentinel too, so a missed read shows in results
+            sanitizer.poison(self.data)
+        elif torch_dtype.is_floating_point:
             self.data.fill_(float("nan"))
         self.record = runtime.StorageRecord(self.name or "pypto.tensor", "local", tuple(shape))
         self.region = tuple(slice(0, n) for n in shape)
         self.owns_storage = True
-        runtime.current().records.append(self.record)
+        run.records.append(self.record)
+        if run.sanitizer is not None:
+            run.sanitizer.bind_workspace(self.record, self.data)
 
     @classmethod
     def __class_getitem__(cls, params):
@@ -330,13 +335,17 @@ def _note_read(t: Tensor, region, how: str) -> None:
     if record is None:
         return
     record.read = True
-    if record.alias is not None:
+    if record.shadow is not None:  # sanitize mode: S-RACE-02 and S-UNINIT-01 stand for A-ALIAS-01 and C-MEM-01
+        absolute = _compose(t.region, region)
+        if absolute is not None:
+            runtime.current().sanitizer.read(record, absolute)
+    elif record.alias is not None:
         _note_aliased(record, _compose(t.region, region), "read", f"{how} of {record.name!r}")
     if how == "view" and record.kind == "param":
         record.viewed = True
         if record.assembled:
             violation("C-GRAPH-01", f"parameter {record.name!r} is viewed after being assembled into")
-    if record.kind == "local" and not record.fully_written:
+    if record.kind == "local" and not record.fully_written and record.shadow is None:
         absolute = _compose(t.region, region)
         missing = record.unwritten_count(absolute)
         if missing < 0:  # the workspace was never written at all: garbage, and pypto refuses it (measured)
@@ -396,8 +405,9 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
         trace.note_write(src, dst, op)
 
 
-def _note_write(dst: Tensor, region, op: str) -> None:
-    """Storage bookkeeping of a write into dst's region (assemble, move, element)."""
+def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) -> None:
+    """Storage bookkeeping of a write into dst's region (assemble, move, element); ``rows``:
+    the rows of dst's [-1, last dim] view a scatter wrote, all its region stands for."""
     record = dst.record
     if record is None:
         return
@@ -412,7 +422,11 @@ def _note_write(dst: Tensor, region, op: str) -> None:
             violation("C-GRAPH-02", f"parameter {record.name!r}: {op} after {'a move' if kind == 'assemble' else 'an assemble'} "
                                     f"into it (pypto F21005: \"mix assemble and common operation for same output\")")
         record.write_kinds.add(kind)
-    if record.alias is not None:
+    if record.shadow is not None:
+        absolute = _compose(dst.region, region)
+        if absolute is not None:
+            runtime.current().sanitizer.write(record, absolute, rows)
+    elif record.alias is not None:
         _note_aliased(record, _compose(dst.region, region), "write", f"{op} into {record.name!r}")
     record.mark_written(_compose(dst.region, region), dst.data.device)
 
@@ -420,7 +434,9 @@ def _note_write(dst: Tensor, region, op: str) -> None:
 def _note_aliased(record, region, access: str, what: str) -> None:
     """A-ALIAS-01 bookkeeping of an access to a parameter that shares the caller's memory."""
     alias = record.alias
-    getattr(alias.memory, access)(alias.slot, alias.offsets(region), runtime.current().loop_iterations, what)
+    box = alias.box(region)
+    if box is not None:
+        getattr(alias.memory, access)(alias.slot, box, runtime.current().loop_iterations, what)
 
 
 class ScatteredRows(Tensor):
@@ -481,8 +497,9 @@ class ScatteredRows(Tensor):
             return False
         ScatteredRows.settle_all_on(base, but=self)
         base.view(-1, self._rows.shape[-1])[self._index] = self._rows
+        written = self._index
         self._index, self._rows = self._index[:0], self._rows[:0]
-        _note_write(dst, tuple(slice(0, n) for n in base.shape), "move")
+        _note_write(dst, tuple(slice(0, n) for n in base.shape), "move", rows=written)
         if trace.recorders:  # ptogym bisect follows values into memory
             trace.note_write(self, dst, "move")
         return True

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 from ptogym import backends, ops
 from ptogym._io import write_failure, write_text
 from ptogym.backends.base import LaunchReport
-from ptogym.cli import MARKERS, UsageError, check_writable, lenient_exit, verdict, worst_exit
+from ptogym.cli import MARKERS, UsageError, check_writable, add_sanitize_option, lenient_exit, sanitizing, verdict, worst_exit
 
 from .cases import Case, Tolerance, load_cases
 
@@ -301,10 +301,11 @@ def _run_command(args: argparse.Namespace) -> int:
         check_writable(args.json, "--json")
     backends.configure_from_cli(args)
     options = dict(backend=args.backend, log=sys.stdout, verbose=args.verbose)
-    if args.all:
-        runs = [run_cases(name, quick=True, **options) for name in ops.OP_NAMES]
-    else:
-        runs = [run_cases(args.op, args.levels or None, args.quick, **options)]
+    with sanitizing(args, args.backend):
+        if args.all:
+            runs = [run_cases(name, quick=True, **options) for name in ops.OP_NAMES]
+        else:
+            runs = [run_cases(args.op, args.levels or None, args.quick, **options)]
     exit_code = worst_exit((run.exit_code for run in runs), default=2)
     print("no operator registered" if not runs else "\n".join(run.summary() for run in runs))
     if args.json:
@@ -377,6 +378,7 @@ def add_cli(subparsers) -> None:
                                                      "(default: $PTOGYM_BACKEND or interp)")
     run.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     run.add_argument("--verbose", action="store_true", help="show tracebacks of errors")
+    add_sanitize_option(run)
     backends.add_cli_options(run)
     run.set_defaults(func=_run_command)
     listing = subparsers.add_parser("list", help="list the operators")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from ptogym.cli import EXIT_LENIENT, lenient_exit
+from ptogym.cli import EXIT_LENIENT, lenient_exit, sanitizing
 from ptogym.interp import trace
 from ptogym.interp.checks import Leniency, watching_leniency
 from ptogym.verify.compare import detailed_tensor_compare
@@ -364,7 +364,8 @@ def verdict_line(result: BisectResult) -> str:
 
 def command(args: argparse.Namespace) -> int:
     try:
-        result = run_bisect(args.op, args.level, args.module)
+        with sanitizing(args):
+            result = run_bisect(args.op, args.level, args.module)
     except WorkflowError as error:
         print(f"error: {error}")
         print(f"{MARKERS[2]} {args.op}: nothing bisected")

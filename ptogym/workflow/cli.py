@@ -9,6 +9,7 @@ import importlib
 from pathlib import Path
 
 from ptogym import backends
+from ptogym.cli import add_sanitize_option
 
 
 def _run(module: str):
@@ -46,6 +47,7 @@ def _add_stage(subparsers) -> None:
                             "contents, level, backend and lenient mode, else they run again")
     stage.add_argument("--backend", default=None, help=f"one of {', '.join(backends.names())} (default: interp)")
     stage.add_argument("--log-dir", type=Path, help="where stage_log.md/.json go (default: <op dir>/verification)")
+    add_sanitize_option(stage)
     backends.add_cli_options(stage)
     stage.set_defaults(func=_run("stage"))
 
@@ -61,4 +63,5 @@ def _add_bisect(subparsers) -> None:
     bisect.add_argument("level", nargs="?", help="case id (default: the first quick case)")
     bisect.add_argument("--module", type=int, metavar="K",
                         help="bisect the staged file of module K instead of kernel.py")
+    add_sanitize_option(bisect)
     bisect.set_defaults(func=_run("bisect"))

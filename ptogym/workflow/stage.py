@@ -16,7 +16,7 @@ kernel through ``OpSpec.run`` against the golden outputs, inventory on kernel.py
 The per-module log goes to ``<op dir>/verification/stage_log.{md,json}`` (written
 atomically); each entry records what its verdict was earned on: the sha256 of every
 file that decides it (the module file, golden.py, op.py, cases.json), the level, the
-backend and whether lenient mode was on.  With ``--from K`` a module before K keeps
+backend, whether lenient mode was on and the sanitizer's mode.  With ``--from K`` a module before K keeps
 its previous entry only when it passed and all of these still match; otherwise it
 is run again, and the output says which modules were kept and which re-run.
 Verdict: ``[STAGE_PASS]`` 0, ``[STAGE_FAIL]`` 1 (a compare or the inventory),
@@ -36,8 +36,9 @@ from pathlib import Path
 
 from ptogym import backends
 from ptogym._io import write_failure, write_files
-from ptogym.cli import EXIT_LENIENT, worst_exit
+from ptogym.cli import EXIT_LENIENT, sanitizing, worst_exit
 from ptogym.interp.checks import is_lenient, watching_leniency
+from ptogym.interp.sanitizer import active_mode
 from ptogym.verify.runner import open_backend
 
 from .inventory import check_inventory, read_inventory
@@ -64,6 +65,7 @@ class ModuleEntry:
     case: str | None = None
     backend: str | None = None
     lenient: bool = False
+    sanitize: str | None = None  # the sanitizer's mode (--sanitize), None when it was off
     downgraded: int = 0  # constraint violations lenient mode let through
     provenance: str | None = None  # kept from the previous log, or why it was re-run despite --from
 
@@ -166,7 +168,7 @@ def run_stages(op: str, level: str | None = None, start: int = 1, backend=None,
 
     def earned_on(path: Path) -> dict:
         return {"sources": package.source_digests(path), "case": case.id, "backend": ready.name,
-                "lenient": is_lenient()}
+                "lenient": is_lenient(), "sanitize": active_mode()}
 
     if not chain:  # L0: one module, the operator's kernel
         def run_kernel():
@@ -210,7 +212,7 @@ def _previous_entries(log_dir: Path) -> dict[int, ModuleEntry]:
 
 def _reuse(previous: ModuleEntry | None, basis: dict, start: int) -> tuple[ModuleEntry | None, str | None]:
     """(the previous entry to keep, None) when it passed on exactly ``basis`` (same file
-    contents, level, backend, lenient mode), else (None, why the module is re-run)."""
+    contents, level, backend, lenient and sanitize mode), else (None, why the module is re-run)."""
     why = None
     if previous is None:
         why = "no entry in the previous log"
@@ -221,7 +223,7 @@ def _reuse(previous: ModuleEntry | None, basis: dict, start: int) -> tuple[Modul
     else:
         changed = sorted(name for name in {*basis["sources"], *previous.sources}
                          if basis["sources"].get(name) != previous.sources.get(name))
-        mismatched = [f"{key} {getattr(previous, key)!r} -> {basis[key]!r}" for key in ("case", "backend", "lenient")
+        mismatched = [f"{key} {getattr(previous, key)!r} -> {basis[key]!r}" for key in ("case", "backend", "lenient", "sanitize")
                       if getattr(previous, key) != basis[key]]
         if changed:
             why = f"content changed since the previous log: {', '.join(changed)}"
@@ -252,7 +254,8 @@ def markdown(log: StageLog) -> str:
                      f"{entry.verdict} | {entry.timestamp} |")
     for entry in log.modules:
         lines += ["", f"## M{entry.module} `{entry.file}`: {entry.verdict}",
-                  f"- earned on: case `{entry.case}`, backend `{entry.backend}`, lenient {entry.lenient}"]
+                  f"- earned on: case `{entry.case}`, backend `{entry.backend}`, lenient {entry.lenient}, "
+                  f"sanitize {entry.sanitize}"]
         lines += [f"- sha256 `{name}`: `{digest}`" for name, digest in entry.sources.items()]
         lines += [f"- {line}" for line in entry.inventory]
         for label, text in (("reason", entry.reason), ("provenance", entry.provenance)):
@@ -276,7 +279,8 @@ def write_log(log: StageLog, log_dir: Path) -> list[Path]:
 def command(args: argparse.Namespace) -> int:
     backends.configure_from_cli(args)
     try:
-        log = run_stages(args.op, args.level, args.start, args.backend, args.log_dir)
+        with sanitizing(args, args.backend):
+            log = run_stages(args.op, args.level, args.start, args.backend, args.log_dir)
     except WorkflowError as error:
         print(f"error: {error}")
         print(f"{MARKERS[2]} {args.op}: nothing verified")
