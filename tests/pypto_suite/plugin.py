@@ -14,9 +14,11 @@ upstream test file (``-p pypto_suite.plugin``), with
 * ``PTOGYM_SUITE_ARGV`` - words appended to ``sys.argv`` (the published examples' own
   ``--run_mode sim`` switch, read when they are imported).
 
-Both sides install the ``torch_npu`` stand-in (``npu_standin``) and seed torch, numpy
-and ``random`` with 0 at import and before every test, so that both compute on the
-same inputs (the recorded input digests show it).
+Both sides install the ``torch_npu`` stand-in (``npu_standin``), seed torch, numpy
+and ``random`` with 0 at import and before every test, and make ``torch.empty`` /
+``torch.empty_like`` return zeros (the published examples allocate their outputs with
+them, and uninitialised memory would make two runs' input digests differ), so that both
+compute on the same inputs (the recorded input digests show it).
 """
 from __future__ import annotations
 
@@ -46,6 +48,12 @@ def _seed() -> None:
         import numpy
 
         numpy.random.seed(0)
+
+
+def _zero_uninitialised_memory() -> None:
+    for name in ("empty", "empty_like"):
+        factory = getattr(torch, name)
+        setattr(torch, name, lambda *args, _factory=factory, **kwargs: _factory(*args, **kwargs).zero_())
 
 
 def _no_preparation(kernel, entry):
@@ -135,6 +143,7 @@ def pytest_configure(config):
         threading.Thread(target=_watchdog, args=(limit,), daemon=True).start()
     npu_standin.install()
     _seed()
+    _zero_uninitialised_memory()
     if SIDE == "pypto":
         _bind_pypto()
     else:
