@@ -40,6 +40,8 @@ def _check_arguments(args) -> None:
     from ptogym.tune.engines import check_workers
     from ptogym.tune.trial import resolve_measure
 
+    if importlib.util.find_spec("optuna") is None:
+        raise UsageError("ptogym tune needs Optuna: pip install 'ptogym[tune]'")
     if args.trials < 1:
         raise UsageError(f"--trials: must be >= 1, got {args.trials}")
     if args.timeout <= 0:
