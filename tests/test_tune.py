@@ -8,9 +8,11 @@ the database, ``--apply`` changing what the operator builds.  The real pypto-sim
 sweep is marked slow."""
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -153,6 +155,52 @@ def test_ray_engine_runs_the_same_sweep(tmp_path):
     winner = min((row for row in rows if row["status"] == "ok"), key=lambda row: row["us"])
     assert winner["config"] == {"rows_per_tile": 16, "scale": 2.0}
     assert sum(row["status"] == "rejected" and "wrong result" in row["reason"] for row in rows) == 3
+
+
+def test_an_interrupted_sweep_stops_its_trials_at_once(tmp_path):
+    """Ctrl-C while trials hang: [INTERRUPTED] 130 long before their timeout, no trial process left."""
+    package = make_toy_operator(tmp_path, "tune_toy_interrupt")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    process = subprocess.Popen([sys.executable, "-m", "ptogym", "tune", str(package), "level0", "--workers", "2",
+                                "--measure", "tune_fakes:slow_cost", "--timeout", "300", "--db",
+                                str(tmp_path / "x.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env, cwd=REPO,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
+    try:
+        assert "to run on local x2" in process.stderr.readline()
+        deadline = time.monotonic() + 90
+        while len(_descendants(process.pid)) < 3 and time.monotonic() < deadline:  # the fork server, two trials
+            time.sleep(0.2)
+        time.sleep(2)
+        children = _descendants(process.pid)
+        assert len(children) >= 3, "the trial processes did not start"
+        process.send_signal(signal.SIGINT)
+    except BaseException:
+        process.kill()
+        raise
+    start = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    assert time.monotonic() - start < 40 and process.returncode == 130, err[-2000:]  # not at the 300 s timeout
+    assert out.splitlines()[-1] == "[INTERRUPTED]" and "Traceback" not in err
+    time.sleep(1)
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()
+                and "zombie" not in Path(f"/proc/{pid}/status").read_text()]
+
+
+def _descendants(root: int) -> list:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found, frontier = [], [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid]
+        found += children
+        frontier += children
+    return found
 
 
 def test_tune_refuses_bad_arguments_with_its_error_verdict(tmp_path):

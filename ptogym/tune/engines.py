@@ -16,6 +16,7 @@ import concurrent.futures
 import os
 from pathlib import Path
 
+from . import trial
 from .trial import TrialRequest, execute
 
 ENGINES = ("local", "ray")
@@ -55,8 +56,14 @@ class LocalEngine:
     def submit(self, request: TrialRequest) -> concurrent.futures.Future:
         return self.pool.submit(execute, request)
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, interrupted: bool = False) -> None:
+        """Wait for the trials in flight; ``interrupted``: stop them first."""
+        if interrupted:
+            trial.STOP.set()
+        try:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            trial.STOP.clear()
 
 
 class RayEngine:
@@ -80,11 +87,19 @@ class RayEngine:
             else:
                 ray.init(num_cpus=workers, runtime_env=runtime_env, include_dashboard=False, log_to_driver=False)
         self.remote = ray.remote(num_cpus=1, memory=memory_bytes, max_retries=0)(execute)
+        self.references: list = []
 
     def submit(self, request: TrialRequest) -> concurrent.futures.Future:
-        return self.remote.remote(request).future()
+        reference = self.remote.remote(request)
+        self.references.append(reference)
+        return reference.future()
 
-    def close(self) -> None:
+    def close(self, interrupted: bool = False) -> None:
+        """``interrupted``: cancel the tasks in flight (their trial processes die with
+        their Ray workers).  A runtime this engine started is shut down."""
+        if interrupted:
+            for reference in self.references:
+                self.ray.cancel(reference, force=True)
         if self.started:
             self.ray.shutdown()
 

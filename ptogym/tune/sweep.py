@@ -309,8 +309,10 @@ def run_sweep(op: str, levels: list, *, trials: int = 40, workers: int = 1, engi
         results = [tune_level(op, level, trials=trials, workers=workers, engine=runner, db=db, measure=measure,
                               seed=seed, timeout_s=timeout_s, memory_bytes=memory_bytes,
                               verify_backend=verify_backend, log=log) for level in levels]
-    finally:
-        runner.close()
+    except BaseException:  # Ctrl-C, SIGTERM: the trials in flight stop now, not at their timeout
+        runner.close(interrupted=True)
+        raise
+    runner.close()
     elapsed = time.perf_counter() - start
     ran = sum(result.ran for result in results)
     print(f"[tune] {len(results)} level(s), {ran} trial processes in {elapsed:.1f} s "

@@ -30,12 +30,15 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 POLL_S = 0.2
+#: set by an interrupted sweep: every trial this process is waiting on stops now
+STOP = threading.Event()
 #: elements up to which a winner is checked on pypto's interpreter (its default for
 #: launches is 2**22; a CI level of rms_norm_linear holds 4.3 M)
 VERIFY_MAX_ELEMENTS = 1 << 24
@@ -237,8 +240,10 @@ def execute(request: TrialRequest) -> dict:
                                                         f"cap of {request.memory_bytes / 2**30:.2f} GB; stopped"}
             elif time.monotonic() - start > request.timeout_s:
                 record = {"status": "timeout", "reason": f"no result after {request.timeout_s:.0f} s; stopped"}
+            elif STOP.is_set():
+                record = {"status": "interrupted", "reason": "the sweep was interrupted"}
     finally:  # a trial that overran is stopped at once; one that answered gets time to exit
-        if record is not None and record.get("status") not in ("memory", "timeout"):
+        if record is not None and record.get("status") not in ("memory", "timeout", "interrupted"):
             process.join(10.0)
         if process.is_alive():
             _kill_tree(process.pid)
