@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ptogym.cli import main
 from ptogym.ops import get_op
 from ptogym.tune import table
 from ptogym.tune.space import config_key, token_band
@@ -143,6 +144,7 @@ def test_sweep_rejects_the_wrong_result_records_everything_and_apply_changes_the
     assert code == 0 and "8 trials in" in stderr and "0 to run" in stderr and len(_rows(db)) == 8
 
 
+@pytest.mark.slow  # a local Ray runtime takes ~20 s to start: CI runs it with the slow tests
 def test_ray_engine_runs_the_same_sweep(tmp_path):
     pytest.importorskip("ray")
     package = make_toy_operator(tmp_path, "tune_toy_ray")
@@ -203,13 +205,17 @@ def _descendants(root: int) -> list:
     return found
 
 
-def test_tune_refuses_bad_arguments_with_its_error_verdict(tmp_path):
+def test_tune_refuses_bad_arguments_with_its_error_verdict(tmp_path, capsys):
     for argv, words in ((("rope",), "declares no TUNING"), (("rms_norm_linear", "--workers", 64), "--workers: 64 >"),
                         (("rms_norm_linear", "--address", "x:1"), "--address: only with --engine ray"),
                         (("rms_norm_linear", "--measure", "nowhere"), "--measure"),
-                        (("rms_norm_linear", "level99"), "unknown level")):
-        code, lines, stderr = _tune(*argv, "--db", tmp_path / "x.sqlite")
-        assert (code, lines[-1]) == (2, "[TUNE_ERROR]") and words in stderr, (argv, stderr)
+                        (("rms_norm_linear", "level99"), "unknown level"),
+                        (("rms_norm_linear", "--trials", 0), "--trials: must be >= 1")):
+        code = main(["tune", *map(str, argv), "--db", str(tmp_path / "x.sqlite")])
+        out, err = capsys.readouterr()
+        assert (code, out.splitlines()[-1]) == (2, "[TUNE_ERROR]") and words in err, (argv, err)
+        assert "Traceback" not in err
+    assert not (tmp_path / "x.sqlite").exists()  # refused before anything was written
 
 
 def test_seed_and_repeats_use_the_config_key():
