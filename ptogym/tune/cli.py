@@ -81,7 +81,7 @@ def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
     """Write each level's winner into its band of the tuned table (when it beats the
     table's own configuration, or the table's was not measured); one winner per band:
     the one that gains most.  Returns what was written."""
-    from ptogym.tune.table import applied_table, table_path
+    from ptogym.tune.table import applied_table, table_path, table_text
     from ptogym.tune.trial import load_level
 
     by_band: dict = {}
@@ -98,8 +98,7 @@ def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
     applied = []
     for band, (gain, result) in by_band.items():
         kernel = load_level(op, result.level)[2]
-        table = applied_table(kernel, band, result.winner["config"])
-        write_text(table_path(kernel), json.dumps(table, indent=2) + "\n")
+        write_text(table_path(kernel), table_text(applied_table(kernel, band, result.winner["config"])))
         applied.append({"level": result.level, "band": band, "config": result.winner["config"],
                         "us": result.winner["us"], "table_us": result.table_us, "path": str(table_path(kernel))})
         print(f"[tune] applied {result.level}'s winner ({result.winner['us']:.2f} us"
@@ -109,8 +108,8 @@ def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
 
 
 def plot(results, path: str) -> None:
-    """µs of every trial in order, the best so far, the table's figure; rejected and
-    failed trials as crosses at the bottom."""
+    """µs of every trial in order (log scale), the best so far, the table's figure;
+    rejected and failed trials as crosses below the fastest."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,6 +119,7 @@ def plot(results, path: str) -> None:
     for ax, result in zip(axes[:, 0], results):
         ok = [(index, row["us"]) for index, row in enumerate(result.trials, 1) if row["status"] == "ok"]
         bad = [index for index, row in enumerate(result.trials, 1) if row["status"] != "ok"]
+        floor = min((us for _, us in ok), default=1.0) * 0.7  # where the trials without a figure sit
         if ok:
             ax.scatter(*zip(*ok), s=14, label="trial (µs)")
             best, steps = float("inf"), []
@@ -127,14 +127,14 @@ def plot(results, path: str) -> None:
                 best = min(best, us)
                 steps.append((index, best))
             ax.step(*zip(*steps), where="post", label="best so far")
-            ax.set_ylim(bottom=0)
+            ax.set_yscale("log")
         if bad:
-            ax.scatter(bad, [0] * len(bad), marker="x", color="red", label="rejected / failed")
+            ax.scatter(bad, [floor] * len(bad), marker="x", color="red", label="rejected / failed")
         if result.table_us:
             ax.axhline(result.table_us, color="gray", linestyle="--", label="tuned table")
         ax.set_title(f"{result.op} {result.level} ({result.band})", fontsize=9)
         ax.set_xlabel("trial")
-        ax.set_ylabel("simulated µs")
+        ax.set_ylabel("simulated µs (log)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)

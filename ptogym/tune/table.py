@@ -92,3 +92,16 @@ def applied_table(kernel: ModuleType, band: str, params: dict) -> dict:
     entry.update(params)
     bands[band] = entry
     return table
+
+
+def table_text(table: dict) -> str:
+    """A table as the files are written: one line per parameter, values compact."""
+    def block(params: dict, indent: str) -> str:
+        lines = [f"{indent}  {json.dumps(name)}: {json.dumps(value)}" for name, value in params.items()]
+        return "{\n" + ",\n".join(lines) + f"\n{indent}}}" if lines else "{}"
+
+    head = [f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in table.items() if key not in ("default", "bands")]
+    bands = [f"    {json.dumps(band)}: {block(params, '    ')}" for band, params in table.get("bands", {}).items()]
+    body = head + [f'  "default": {block(table["default"], "  ")}',
+                   '  "bands": ' + ("{\n" + ",\n".join(bands) + "\n  }" if bands else "{}")]
+    return "{\n" + ",\n".join(body) + "\n}\n"

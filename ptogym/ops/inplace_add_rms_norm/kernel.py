@@ -54,6 +54,13 @@ takes ~35-75 s and up to ~8 GB (32768 rows; H=16384 ~110 s) instead of ~15 s.
 Shapes above 32768 rows run several 128-call batches again: 65536 rows (4 waves
 of 341, 192 calls) take 2594 µs, upstream 2841, the previous ladder 2480.
 
+The operator reads these build parameters from its tuned table (``tuned.json``, per
+token band; ``TUNING`` below is what ``ptogym tune`` may change).  Its default is the
+wave schedule above; for 17-128 rows the table holds ``ptogym tune``'s winner (issue
+25): ``loop_unroll`` blocks of (4, 2, 1) rows, one task each - 128 rows are 32 tasks of
+4 rows, one wave with cores to spare, 7.20 µs against the waves' 11.21 (kernel 10.79
+against 13.28).
+
 Vector tile rule (``vec_tile_rows``): the tile is (rows, H); rows is the largest
 count such that (a) one fp32 tile fits pypto.sum's 64 KB reduction buffer and
 (b) the widest op - an fp32 binary op, three fp32 tiles - fits the 192 KB UB of
