@@ -1,12 +1,12 @@
 """ptogym command line: one sub-command per tool, each defined next to its code.
 
-    ptogym list | run | compare | bench | interp | lint | new | stage | bisect | patterns | tune
+    ptogym list | run | compare | bench | interp | lint | new | stage | bisect | patterns | model | tune
 
 Every command ends with exactly one verdict line on stdout and its exit code:
 
-    [PRECISION_PASS] 0   (run, compare) every output within tolerance
+    [PRECISION_PASS] 0   (run, compare, model) every output within tolerance
     [OK]             0   (list, bench) done
-    [PRECISION_FAIL] 1   (run, compare) an output out of tolerance
+    [PRECISION_FAIL] 1   (run, compare, model) an output out of tolerance
     [RUN_ERROR]      2   anything that could not run: bad arguments included
     [PRECISION_PASS_LENIENT] 3  (run) within tolerance, but judged in lenient mode
                          (PTOGYM_LENIENT=1, lenient()): constraint checks were downgraded
@@ -44,6 +44,7 @@ SUBCOMMANDS = {
     "stage": "ptogym.workflow.cli",
     "bisect": "ptogym.workflow.cli",
     "patterns": "ptogym.patterns.cli",
+    "model": "ptogym.models.cli",
     "tune": "ptogym.tune.cli",
 }
 # one-line help shown by ``ptogym --help`` without importing every command's module
@@ -58,6 +59,7 @@ SUMMARIES = {
     "stage": "verify the staged module files one by one against the golden",
     "bisect": "find the first kernel op whose result diverges from the golden",
     "patterns": "the pattern library: list, show and graph the atom and skeleton cards",
+    "model": "a whole Qwen3 / Qwen3-MoE on the gym's kernels against transformers",
     "tune": "search an operator's build parameters on the cost model (Optuna, local or Ray)",
 }
 EXIT_LENIENT = 3  # passed with constraint checks downgraded (lenient mode): not a plain pass

@@ -1,7 +1,7 @@
 """The models' own modules as references: Hugging Face ``transformers`` (a test
 dependency) built from small configurations with seeded random weights - nothing is
 downloaded.  Qwen3's MLP, Qwen3-MoE's sparse block (router + experts) and
-DeepSeek-V3's MoE gate and experts."""
+DeepSeek-V3's MoE gate and experts.  Whole causal LMs: ``ptogym.models.hf``."""
 from __future__ import annotations
 
 import torch
@@ -26,13 +26,6 @@ def qwen3_mlp(hidden: int, inter: int, dtype=torch.bfloat16, seed: int = 0):
         for linear in (mlp.gate_proj, mlp.up_proj, mlp.down_proj):
             linear.weight.mul_(50 * linear.weight.shape[1] ** -0.5)  # N(0, 0.02) -> N(0, 1/fan_in)
     return mlp, mlp.gate_proj.weight.detach(), mlp.up_proj.weight.detach(), mlp.down_proj.weight.detach()
-
-
-def split_gate_up(experts):
-    """(w_gate, w_up, w_down) [E, I, H], [E, I, H], [E, H, I] from an HF experts module
-    (``gate_up_proj`` [E, 2I, H]: gate rows first, as its ``chunk(2)`` splits them)."""
-    gate, up = experts.gate_up_proj.detach().chunk(2, dim=1)
-    return gate.contiguous(), up.contiguous(), experts.down_proj.detach().contiguous()
 
 
 def qwen3_moe_block(hidden: int, inter: int, experts: int, top_k: int, norm_topk_prob=True, dtype=torch.bfloat16,

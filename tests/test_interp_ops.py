@@ -154,6 +154,14 @@ def test_where(dtype):
         assert_same(run_op(fn, [cond, a, b], ref), ref)
 
 
+def test_where_of_two_scalars_is_fp32_over_the_condition():
+    """pypto makes each Python number an Element of DT_FP32 (pypto/op/other.py), so the result
+    is fp32 shaped like the condition (its upstream test test_verify_where relies on it)."""
+    cond = rand(torch.float32, seed=18) > 0
+    ref = torch.where(cond, torch.tensor(1.0), torch.tensor(0.0))
+    assert_same(run_op(lambda c: pypto.where(c, 1.0, 0.0), [cond], ref), ref)
+
+
 # --- unary -------------------------------------------------------------------------------------
 UNARY = {
     "exp": (pypto.exp, torch.exp, None), "exp2": (pypto.exp2, torch.exp2, None),

@@ -5,7 +5,8 @@ torch.library integration and input validation."""
 import pytest
 import torch
 
-from hf_models import deepseek_v3_moe, qwen3_moe_block, split_gate_up
+from hf_models import deepseek_v3_moe, qwen3_moe_block
+from ptogym.models.hf import split_gate_up
 from ptogym.ops.moe_experts import kernel, route
 from ptogym.ops.moe_experts.golden import moe_experts_golden
 from ptogym.ops.moe_experts.op import moe_experts

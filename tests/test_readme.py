@@ -115,6 +115,8 @@ def test_text_blocks_name_real_commands(code, capsys):
         assert "usage" in capsys.readouterr().out.lower()
 
 
-def test_the_slow_command_the_readme_gives_is_run_by_ci():
+def test_ci_runs_the_quick_start_and_leaves_the_slow_levels_to_demand():
+    """CI stays under 20 minutes: the README's two commands, and the slow levels (~40 min) on
+    demand with the command the README gives."""
     assert "python3 -m pytest -q -m 'slow and not model'" in README
-    assert ["python3", "-m", "pytest", "-m", "slow and not model"] in _commands(CI_SCRIPT)
+    assert [c for c in _commands(CI_SCRIPT) if c[:3] == ["python3", "-m", "pytest"]] == [["python3", "-m", "pytest"]]

@@ -20,7 +20,8 @@ from .config import (CachePolicy, get_codegen_options, get_cube_tile_shapes, get
                      get_host_options, get_pass_options, get_runtime_options, get_vec_tile_shapes,
                      get_verify_options, set_cache_policy, set_codegen_options, set_cube_tile_shapes,
                      set_debug_options, set_host_options, set_options, set_pass_options, set_runtime_options,
-                     set_semantic_label, set_vec_tile_shapes, set_verify_options)
+                     set_semantic_label, set_vec_tile_shapes, set_verify_golden_data,
+                     set_verify_options)
 from .dtypes import *  # noqa: F401,F403
 from .dtypes import DT_BF16, DT_FP16, DT_FP32, DT_INT8, DT_INT32, DataType, bytes_of  # noqa: F401
 from .frontend import (DYN, DYNAMIC, STATIC, RunMode, StatusType, is_loop_begin, is_loop_end,  # noqa: F401
@@ -37,7 +38,7 @@ from .controls import (CompStage, CubeTile, PassConfigKey, PassConfigs, SymInt, 
 from .enums import AtomicType, OpType, OutType, ReduceMode, ReLuType, ScatterMode, TileOpFormat, TransMode  # noqa
 from .operation import op_wrapper  # noqa: F401
 from .ops.unsupported import (ConfigScope, Function, function, get_current_function,  # noqa: F401
-                              get_current_scope, get_last_function, get_options_tree, set_verify_golden_data,
+                              get_current_scope, get_last_function, get_options_tree,
                               verify)
 
 enum = enums  # ``pypto.enum`` (a module name the standard library also uses, hence enums.py)

@@ -1,21 +1,23 @@
-"""Kernel arguments that share memory: which accesses make the result depend on scheduling.
+"""Kernel arguments that share memory: pypto's CPU semantics, and the accesses a device races on.
 
 pypto orders a kernel's tasks by the tensors they read and write; two parameters are two
-tensors to it, even when the caller passed one memory for both.  So where an element is
-written through one parameter and read through another, nothing orders the two on a
-device (a race), and pypto's own CPU run gives other numbers than this eager, in-order
-interpreter (measured: probe ``alias_rows_written_by_another_iteration``).  C-ALIAS-01
-names such an access; reading and writing the same element through two aliases in one
-loop iteration stays allowed (an in-place update: the write needs the value read).
+tensors to it, even when the caller passed one memory for both.  Its CPU run gives each
+parameter a buffer of its own, filled from the caller's memory, and writes back what the
+kernel wrote (measured: probe ``alias_rows_written_by_another_iteration`` reads every row
+as the caller passed it).  The interpreter does the same (``private_copies``,
+``copy_back``).  On a device nothing orders the two parameters, so an element written
+through one and read through the other, or read in one loop iteration and written through
+the other in another, is a race: advice A-ALIAS-01 (``--sanitize`` reports such races as
+errors).  Reading and writing one element through two aliases in one loop iteration is an
+in-place update and fine (the write needs the value read).
 
-``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it; a
-later sanitizer can reuse it for every tensor.
+``SharedMemory`` follows one caller memory, bytes wise, for the parameters over it.
 """
 from __future__ import annotations
 
 import torch
 
-from .checks import violation
+from .checks import advise
 
 
 class SharedMemory:
@@ -27,27 +29,30 @@ class SharedMemory:
         self.reader = torch.full((nbytes,), -1, dtype=torch.int32, device=device)
         self.read_in = torch.full((nbytes,), -1, dtype=torch.int64, device=device)
         self.names: dict[int, str] = {}
+        self.advised = False  # A-ALIAS-01 once per memory and call: its first access tells the story
 
     def read(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
         writers = self.writer[offsets]
         foreign = (writers >= 0) & (writers != slot)
-        if bool(foreign.any()):
+        if not self.advised and bool(foreign.any()):
+            self.advised = True
             other = self.names[int(writers[foreign][0])]
-            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) read through {self.names[slot]!r} were "
-                                    f"written through {other!r}, which the caller passed over the same memory: "
-                                    f"pypto does not order the two (the result depends on scheduling)")
+            advise("A-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) read through {self.names[slot]!r} were "
+                                 f"written through {other!r}, which the caller passed over the same memory: read "
+                                 f"as the caller passed them (pypto's CPU run); on a device a race")
         self.reader[offsets] = slot
         self.read_in[offsets] = iteration
 
     def write(self, slot: int, offsets: torch.Tensor, iteration: int, what: str) -> None:
         readers = self.reader[offsets]
         foreign = (readers >= 0) & (readers != slot) & (self.read_in[offsets] != iteration)
-        if bool(foreign.any()):
+        if not self.advised and bool(foreign.any()):
+            self.advised = True
             other = self.names[int(readers[foreign][0])]
-            violation("C-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) written through {self.names[slot]!r} "
-                                    f"were read through {other!r} in another loop iteration, and the caller passed "
-                                    f"both over the same memory: pypto does not order the two (the result depends "
-                                    f"on scheduling)")
+            advise("A-ALIAS-01", f"{what}: {int(foreign.sum())} byte(s) written through {self.names[slot]!r} "
+                                 f"were read through {other!r} in another loop iteration, and the caller passed both "
+                                 f"over the same memory: on a device a race (pypto's CPU run reads the caller's "
+                                 f"values, as here)")
         self.writer[offsets] = slot
 
 
@@ -100,3 +105,25 @@ def find_aliases(names: list, args: list) -> dict:
         for start, _, index in group:
             aliases[index] = Alias(memory, index, names[index], start - low, args[index])
     return aliases
+
+
+def private_copies(args: list, aliases: dict) -> list:
+    """``args`` with each aliased argument replaced by a copy of its own (pypto's CPU run:
+    one buffer per parameter, filled from the caller's memory)."""
+    return [arg.clone() if index in aliases else arg for index, arg in enumerate(args)]
+
+
+def copy_back(aliases: dict, originals: list, copies: list) -> None:
+    """Write what the kernel wrote through each aliased parameter into the caller's memory,
+    parameter by parameter in order.  The caller's memory is untouched until now (every
+    parameter over it works on its copy), so an element whose copy differs from it, bit for
+    bit, is one the kernel wrote; all masks are taken before the first write-back."""
+    changed = {index: _bytes(copies[index]).ne(_bytes(originals[index])).any(-1).reshape(copies[index].shape)
+               for index in aliases}
+    for index, mask in changed.items():
+        originals[index][mask] = copies[index][mask]
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """Each element's bytes as a row of uint8."""
+    return t.reshape(-1).view(torch.uint8).reshape(t.numel(), t.element_size())

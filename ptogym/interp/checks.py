@@ -3,12 +3,14 @@
 **The rule.**  Real pypto 0.2.0 is the specification.  A check is an *error*
 (``C-*`` id, raises ``ConstraintViolation``) only when
 
-* real pypto rejects the kernel (its parser, an op's argument validation, a pass), or
-* the kernel would compute wrong results on a device although pypto lets it through:
-  out-of-bounds views or assembles, valid shapes larger than their tile, a loop that
-  never ends, reads of a workspace nothing was written to, arguments that do not match
-  their annotation (pypto only checks those in its CHECKATTR debug mode, and otherwise
-  reinterprets the memory).
+* real pypto rejects the kernel (its parser, an op's argument validation, a pass) or
+  never finishes compiling it, or
+* a recorded pypto result shows garbage although pypto lets the kernel through: an
+  argument whose dtype does not match its annotation (pypto checks that only in its
+  CHECKATTR debug mode, and otherwise reads the memory as the annotated dtype, past
+  the end of a narrower one: probe ``arg_dtype``).
+
+Anything else, however likely to go wrong on a device, is advice.
 
 An output written only in part is advice, not an error: pypto writes into the caller's
 tensors, so the rest keeps the caller's values on a device as here.
@@ -54,22 +56,16 @@ CHECKS = {
                  "and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
     "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
-    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 * dtype bytes 32-byte "
+    "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 and kL0 * dtype bytes 32-byte "
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
     "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
-    "C-VIEW-03": "valid_shape must lie within shape and offsets must be >= 0",
+    "C-VIEW-03": "view offsets and valid_shape entries must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",
-    "C-VALID-01": "a binary op's result is valid over its first operand's extent: where the second operand's valid "
-                  "data is smaller the result is undefined on the device (floats carry NaN there; integer and bool "
-                  "results are refused)",
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
     "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled into, nor assembled into after it is "
                   "read (graph cycle, pypto: F21007 \"Operation already in a group\")",
-    "C-ALIAS-01": "two kernel arguments over one memory: an element written through one may not be read through "
-                  "the other, nor read in one loop iteration and written through the other in another (pypto "
-                  "does not order accesses through different parameters: the result depends on scheduling)",
     "C-GRAPH-02": "one parameter is written either by moves (out[:] = v, out.move(v)) or by assembles "
                   "(pypto.assemble, out[a:b] = v), not both (pypto: F21005 \"mix assemble and common operation for "
                   "same output\")",
@@ -110,6 +106,12 @@ ADVICE = {
                  "upwards and compute the index",
     "A-FRONT-01": "pypto.loop / loop_unroll read only name, idx_name, unroll_list and submit_before_loop; pypto "
                   "ignores any other keyword (a misspelt one, say) without a word",
+    "A-FRONT-02": "a kernel called with host_options compile_stage other than ALL_COMPLETE only compiles (up to "
+                  "that stage) in pypto and runs nothing: its arguments keep their values",
+    "A-ALIAS-01": "two kernel arguments over one memory: an element written through one should not be read "
+                  "through the other, nor read in one loop iteration and written through the other in another: "
+                  "pypto's CPU run gives each parameter its own buffer (reads see the caller's values), a device "
+                  "does not order the two (a race)",
     "A-ARG-03": "a named dynamic dim should bind the same value in every argument: pypto does not compare the "
                 "bindings, so a kernel sized by one argument reads another past its end or only in part",
     "A-ARG-04": "a tensor argument's rank should match its annotation: pypto compares them only in its CHECKATTR "
@@ -118,6 +120,11 @@ ADVICE = {
     "A-VIEW-01": "a view or slice should lie inside its source: pypto clips the part past the source's end (a "
                  "view's valid shape is min(source valid extent - offset, view shape), on the device too), so "
                  "the view holds less data than its shape says",
+    "A-VIEW-03": "a view's valid_shape should lie within its shape: pypto computes on the valid shape (its CPU "
+                 "run reads the source there), but on a device the tile buffer holds only shape elements",
+    "A-VALID-01": "a binary op's result is valid over its first operand's extent: where the second operand's "
+                  "valid data is smaller, the result there is undefined on a device (floats carry NaN here, "
+                  "integers their type's minimum, bools False)",
     "A-SUM-01": "reduce in DT_FP32 (pypto's documented guidance): pypto.sum on a 16-bit type gives a "
                 "16-bit result",
 }

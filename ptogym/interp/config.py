@@ -3,6 +3,9 @@ when set (C-TILE-06 ints, C-TILE-05 cube L0/L1 rules) and used by every later op
 from __future__ import annotations
 
 import enum
+import sys
+
+import torch
 
 from . import runtime
 from .checks import violation
@@ -99,3 +102,35 @@ def set_options(**groups) -> None:
             set_cube_tile_shapes(*value)
         else:
             runtime.current().options.setdefault(group, {}).update(value)
+
+
+# --- pass verification: pypto compares each compiler pass's tensors with golden data --------
+_verify_goldens: list = []  # process-wide, as pypto keeps them
+
+
+def set_verify_golden_data(in_out_tensors=None, goldens=None) -> None:
+    """Golden data for pypto's pass verification (``verify_options={"enable_pass_verify":
+    True}``): one entry per kernel tensor argument, None for those not checked.  The
+    interpreter has no compiler passes; it compares the final arguments with these
+    goldens after the kernel ran and prints what it found (``report_pass_verify``)."""
+    del in_out_tensors  # pypto's own input/output data for the verifier; the interpreter has the arguments
+    _verify_goldens[:] = list(goldens or [])
+
+
+def report_pass_verify(kernel: str, options: dict, arguments: list) -> None:
+    """After a kernel with pass verification on: each argument against its golden, one
+    line each on stderr (pypto logs its verification; it does not fail the call)."""
+    verify = {**runtime.GLOBAL_RUN.options.get("verify_options", {}), **(options.get("verify_options") or {})}
+    if not verify.get("enable_pass_verify") or not _verify_goldens:
+        return
+    for index, (argument, golden) in enumerate(zip(arguments, _verify_goldens)):
+        if golden is None:
+            continue
+        got, want = argument.detach().cpu().double(), golden.detach().cpu().double()
+        if got.shape != want.shape:
+            verdict = f"shape {list(got.shape)} vs golden {list(want.shape)}"
+        else:
+            close = torch.allclose(got, want, rtol=1e-3, atol=1e-3, equal_nan=True)
+            verdict = f"{'matches' if close else 'DIFFERS from'} its golden (max |diff| {(got - want).abs().max():.3g})"
+        print(f"ptogym.interp pass verify: {kernel} argument {index} {verdict}; the interpreter has no compiler "
+              f"passes, so only the final values are compared", file=sys.stderr)

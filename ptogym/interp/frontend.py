@@ -20,8 +20,9 @@ import warnings
 import torch
 
 from . import dtypes, runtime
-from .aliasing import find_aliases
+from .aliasing import copy_back, find_aliases, private_copies
 from .checks import advise, exceeded, limit, user_location, violation
+from .config import report_pass_verify
 from .runtime import KernelRun, LoopInfo, StorageRecord
 from .symbolic import IfBranch, SymbolicScalar, value_of
 from .tensor import Tensor
@@ -42,6 +43,11 @@ DYNAMIC = StatusType.DYNAMIC
 DYN = StatusType.DYN
 STATIC = StatusType.STATIC
 
+
+
+class ArgumentCountError(TypeError, RuntimeError):
+    """Too few tensor arguments for a kernel: pypto raises RuntimeError (its upstream test
+    asserts that), Python's convention is TypeError; both catch it."""
 
 def dynamic(name: str) -> SymbolicScalar:
     """A named dynamic dim: every annotation using it must bind the same value."""
@@ -173,9 +179,16 @@ def _warn_npu_only(options: dict, site: str) -> None:
     """Options that only mean something on an NPU are ignored here, with one line saying so."""
     run_mode = (options.get("runtime_options") or {}).get("run_mode")
     if run_mode is not None and getattr(run_mode, "value", run_mode) == RunMode.NPU.value:
-        warnings.warn_explicit(f"jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
-                               f"runs the kernel on the arguments' torch device instead", RuntimeWarning,
+        warnings.warn_explicit("jit option runtime_options['run_mode'] = RunMode.NPU is NPU-only: ptogym.interp "
+                               "runs the kernel on the arguments' torch device instead", RuntimeWarning,
                                *_site_parts(site))
+
+
+def _compile_stage(options: dict):
+    """The compile stage pypto stops at (a CompStage or its int; 0 is ALL_COMPLETE: compile
+    and run): the jit's own host_options, else the global ones (read at the call)."""
+    stage = (options.get("host_options") or {}).get("compile_stage")
+    return runtime.GLOBAL_RUN.options.get("host_options", {}).get("compile_stage", 0) if stage is None else stage
 
 
 def _site_parts(site: str):
@@ -232,23 +245,33 @@ class JitKernel:
     def __call__(self, *args, **kwargs):
         n = len(self.tensor_params)
         if len(args) < n:
-            raise TypeError(f"{self.__name__}: expected at least {n} tensor argument(s), got {len(args)}")
+            raise ArgumentCountError(f"{self.__name__}: expected at least {n} tensor argument(s), got {len(args)}")
+        stage = _compile_stage(self.options)
+        tensors = args[:n]
+        if getattr(stage, "value", stage):
+            advise("A-FRONT-02", f"{self.__name__}: host_options compile_stage = {getattr(stage, 'name', stage)}: pypto "
+                                 f"compiles up to that stage and runs nothing, so the arguments keep their "
+                                 f"values (the interpreter checks the kernel on copies)", self.site)
+            tensors = [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
         run = KernelRun(self.__name__, vec_tile=runtime.GLOBAL_RUN.vec_tile,
                         cube_tile=runtime.GLOBAL_RUN.cube_tile, options=self.options)
         runtime.push(run)
         try:
-            params = self._bind_tensors(run, args[:n])
+            params, write_back = self._bind_tensors(run, tensors)
             scalars = dict(zip((name for name, _ in self.scalar_params), args[n:]))
             scalars.update(kwargs)
             result = self._run(*params, **scalars)
             run.check_outputs(self.site)
+            write_back()
+            report_pass_verify(self.__name__, self.options, list(args[:n]))
         finally:
             runtime.pop()
         return _to_torch(result)
 
-    def _bind_tensors(self, run: KernelRun, args) -> list:
+    def _bind_tensors(self, run: KernelRun, args):
+        """The parameters, and the function that writes what the kernel wrote through
+        aliased ones back into the caller's memory (``aliasing``: pypto's copy in, copy out)."""
         device = None
-        params = []
         for (name, spec), arg in zip(self.tensor_params, args):
             if not isinstance(arg, torch.Tensor):
                 violation("C-ARG-01", f"{self.__name__}({name}=...): got {type(arg).__name__}, expected torch.Tensor")
@@ -258,11 +281,13 @@ class JitKernel:
                 violation("C-ARG-02", f"{self.__name__}({name}=...): on {arg.device}, other tensors on {device}")
             if not arg.is_contiguous():
                 violation("C-ARG-02", f"{self.__name__}({name}=...): non-contiguous tensor (strides {arg.stride()})")
-            params.append(self._bind_one(run, name, spec, arg))
         run.device = device
-        for index, alias in find_aliases([name for name, _ in self.tensor_params], list(args)).items():
+        aliases = find_aliases([name for name, _ in self.tensor_params], list(args))
+        copies = private_copies(list(args), aliases)
+        params = [self._bind_one(run, name, spec, arg) for (name, spec), arg in zip(self.tensor_params, copies)]
+        for index, alias in aliases.items():
             params[index].record.alias = alias
-        return params
+        return params, lambda: copy_back(aliases, list(args), copies)
 
     def _bind_one(self, run: KernelRun, name: str, spec: Tensor, arg: torch.Tensor) -> Tensor:
         """A parameter shaped like its argument, with the annotation's dynamic axes symbolic.
@@ -286,8 +311,9 @@ class JitKernel:
             else:
                 static = size if dim is STATIC else dim
                 if static != size:
-                    violation("C-ARG-01", f"{self.__name__}({name}=...): axis {axis} is {size}, annotation says "
-                                          f"{static} (shape {list(arg.shape)} vs {_fmt_spec(spec.shape)})")
+                    violation("C-ARG-01", f"{self.__name__}({name}=...): does not match the shape of its annotation: "
+                                          f"axis {axis} is {size}, annotation says {static} (shape "
+                                          f"{list(arg.shape)} vs {_fmt_spec(spec.shape)})")
                 shape.append(size)
         record = StorageRecord(name, "param", tuple(arg.shape))
         run.records.append(record)
@@ -303,7 +329,8 @@ def _check_annotation(call: str, spec: Tensor, shape: list, dtype, dtype_shown: 
     kernel's torch argument, or a tensor passed to a ``@pypto.frontend.function``).  A jit
     argument's rank is advice (A-ARG-04): pypto compares it only in its CHECKATTR mode."""
     if spec.dtype is not None and dtype is not spec.dtype:
-        violation("C-ARG-01", f"{call}: dtype {dtype_shown}, annotation says {spec.dtype}", site)
+        violation("C-ARG-01", f"{call}: does not match the dtype of its annotation: dtype {dtype_shown}, annotation "
+                              f"says {spec.dtype}", site)
     rule = _rank_rule(spec.spec_shape)
     dims = [d for d in spec.shape if d is not Ellipsis]
     if (rule == "exact" and len(dims) != len(shape)) or (rule == "at least" and len(dims) > len(shape)):
@@ -423,7 +450,8 @@ def _check_function_argument(function_name: str, param: str, ann, is_tensor: boo
     _check_annotation(call, ann, value.shape, value.dtype, str(value.dtype), site)
     for axis, (dim, size) in enumerate(zip([d for d in ann.shape if d is not Ellipsis], value.shape)):
         if _is_int(dim) and _is_int(size) and dim != size:
-            violation("C-ARG-01", f"{call}: axis {axis} is {size}, annotation says {dim}", site)
+            violation("C-ARG-01", f"{call}: does not match the shape of its annotation: axis {axis} is {size}, "
+                                  f"annotation says {dim}", site)
 
 
 # --- loops ------------------------------------------------------------------------------

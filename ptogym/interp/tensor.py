@@ -289,9 +289,12 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
     for axis, (offset, size, extent, declared, n) in enumerate(zip(offsets, shape, valid, input._shape,
                                                                      input.data.shape)):
         start = value_of(offset)
-        if start < 0 or extent < 0 or extent > size:
+        if start < 0 or extent < 0:
             violation("C-VIEW-03", f"view of {input.name!r} axis {axis}: offset {_fmt1(offset)}, "
                                    f"valid {_fmt1(extent)}, shape {size}")
+        elif extent > size:
+            advise("A-VIEW-03", f"view of {input.name!r} axis {axis}: valid {_fmt1(extent)} > shape {size} "
+                                f"(offset {_fmt1(offset)}): pypto computes on the valid shape")
         # bounds: the source's static shape (a tail tile's buffer is whole; only its data is partial);
         # past them pypto clips the view's valid shape (GetViewValidShapeDim), and so does the region below
         if start + extent > max(value_of(declared), n):
@@ -415,7 +418,7 @@ def _note_write(dst: Tensor, region, op: str) -> None:
 
 
 def _note_aliased(record, region, access: str, what: str) -> None:
-    """C-ALIAS-01 bookkeeping of an access to a parameter that shares the caller's memory."""
+    """A-ALIAS-01 bookkeeping of an access to a parameter that shares the caller's memory."""
     alias = record.alias
     getattr(alias.memory, access)(alias.slot, alias.offsets(region), runtime.current().loop_iterations, what)
 

@@ -148,6 +148,14 @@ def _log(record: dict) -> None:
             log.write(json.dumps(record, separators=(",", ":")) + "\n")
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The session ran to its end: ``<log>.complete``.  (pypto can end the process with
+    exit(1) from C++, which is pytest's own "tests failed" code: the return code says
+    nothing, this marker does.)"""
+    if LOG:
+        open(LOG + ".complete", "w").close()
+
+
 def pytest_runtest_logstart(nodeid, location):
     _log({"start": nodeid})
     _watch["started"] = time.monotonic()

@@ -89,6 +89,7 @@ def test_a_false_rejection_is_classified_as_a_difference():
 @pytest.mark.skipif(not os.path.isdir(suite.MIRROR), reason=f"the hicann/pypto mirror is not at {suite.MIRROR}")
 def test_interpreter_still_gives_the_recorded_verdicts(tmp_path, corpus):
     """Every upstream file of the corpus under ptogym.interp again (5-10 minutes each), against the fixtures."""
+    _require_recording(corpus)
     script = REPO / "scripts" / "record_pypto_suite.py"
     programs = ["--programs"] if corpus is suite.PROGRAMS else []
     done = subprocess.run([sys.executable, str(script), "compare", *programs, "--work", str(tmp_path), "--no-write"],

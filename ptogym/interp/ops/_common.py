@@ -6,6 +6,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import torch
+
 from .. import runtime
 from ..checks import advise, violation
 from ..dtypes import DataType
@@ -169,14 +171,18 @@ def _first_operand_extent(first: Tensor, second: Tensor, computed) -> list:
 def pad_undefined(op: str, data, extent):
     """``data`` grown to ``extent``: the added elements come from an operand's padding,
     which on a device holds whatever the buffer held.  Floats carry them as NaN, so any
-    use shows; an integer or bool result cannot, and is refused (C-VALID-01)."""
+    use shows; integers their type's minimum and bools False, with advice (A-VALID-01),
+    since no value of theirs stands out."""
     if list(data.shape) == list(extent):
         return data
-    if not data.is_floating_point():
-        violation("C-VALID-01", f"pypto.{op}: result valid extent {list(extent)} (its first operand's) exceeds the "
-                                f"operands' common valid data {list(data.shape)}; the rest is undefined on the device")
-        return data
-    grown = data.new_full(extent, float("nan"))
+    if data.is_floating_point():
+        fill = float("nan")
+    else:
+        advise("A-VALID-01", f"pypto.{op}: result valid extent {list(extent)} (its first operand's) exceeds the "
+                             f"operands' common valid data {list(data.shape)}; the rest is undefined on a device "
+                             f"(here {data.dtype} minimum)")
+        fill = False if data.dtype == torch.bool else torch.iinfo(data.dtype).min
+    grown = data.new_full(extent, fill)
     grown[tuple(slice(0, n) for n in data.shape)] = data
     return grown
 

@@ -13,10 +13,10 @@ import math
 import torch
 
 from ..checks import violation
-from ..dtypes import DT_BOOL
+from ..dtypes import DT_BOOL, DT_FP32
 from ..symbolic import value_of
 from ..tensor import Tensor, note_operand, wrap
-from ._common import _binary, _scalar, _static, _unary, check_vector_tiles, pad_undefined
+from ._common import Element, _binary, _scalar, _static, _unary, check_vector_tiles, pad_undefined
 
 
 def add(input, other, *, alpha=1):
@@ -140,14 +140,18 @@ def where(condition: Tensor, input, other) -> Tensor:
     note_operand(condition)
     if condition.dtype is not DT_BOOL:
         violation("C-API-06", f"pypto.where: condition is {condition.dtype}, needs DT_BOOL")
-    ref = input if isinstance(input, Tensor) else other
     values = [x.data if isinstance(x, Tensor) else _scalar(x) for x in (input, other)]
     if all(isinstance(x, Tensor) for x in (input, other)) and input.dtype is not other.dtype:
         violation("C-API-01", f"pypto.where: {input.dtype} vs {other.dtype}")
-    if not isinstance(ref, Tensor):
-        violation("C-API-06", "pypto.where needs at least one tensor value operand")
-    data = torch.where(condition.data, *values).to(ref.dtype.torch)
-    result = wrap(data, ref.dtype, [builtins.max(value_of(a), value_of(b)) for a, b in zip(condition._shape, ref._shape)])
+    ref = input if isinstance(input, Tensor) else other
+    if isinstance(ref, Tensor):
+        dtype, shape = ref.dtype, [builtins.max(value_of(a), value_of(b)) for a, b in zip(condition._shape, ref._shape)]
+    else:  # two scalars: pypto makes a Python number an Element of DT_FP32; the shape is the condition's
+        dtype = next((x.dtype for x in (input, other) if isinstance(x, Element)), DT_FP32)
+        shape = [value_of(d) for d in condition._shape]
+    data = torch.where(condition.data, *[torch.as_tensor(v, dtype=dtype.torch) if not isinstance(v, torch.Tensor)
+                                         else v for v in values]).to(dtype.torch)
+    result = wrap(data, dtype, shape)
     check_vector_tiles("where", condition, result)
     return result
 

@@ -46,9 +46,10 @@ def _check_cube(op: str, a: Tensor, b: Tensor, m: int, k: int, n: int) -> None:
         return
     (m0, m1), (k0, k1, *_), (n0, n1), _ = cube
     prof, nbytes = platform.profile, a.dtype.nbytes
-    if op == "matmul" and n0 * nbytes % 32:  # pypto's CheckCubeTiling (measured: int8 with nL0 = 16 is refused)
-        violation("C-TILE-05", f"pypto.{op}: cube tile nL0 {n0} x {nbytes} B ({a.dtype}) = {n0 * nbytes} B is not "
-                               f"32-byte aligned")
+    for axis, l0 in (("nL0", n0), ("kL0", k0)):  # pypto's CheckCubeTiling (measured: int8 with 16 is refused,
+        if op == "matmul" and l0 * nbytes % 32:  # probes tile_cube_n_alignment, tile_cube_k_alignment)
+            violation("C-TILE-05", f"pypto.{op}: cube tile {axis} {l0} x {nbytes} B ({a.dtype}) = {l0 * nbytes} B is "
+                                   f"not 32-byte aligned")
     (em0, em1), (ek0, ek1), (en0, en1) = (effective_cube_tile(t, e) for t, e in (((m0, m1), m), ((k0, k1), k),
                                                                                  ((n0, n1), n)))
     needs = {"L0A": (em0 * ek0 * nbytes, prof.l0a_bytes), "L0B": (ek0 * en0 * nbytes, prof.l0b_bytes),

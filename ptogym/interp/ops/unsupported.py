@@ -43,8 +43,6 @@ function = not_emulatable("function", "the pre-frontend graph-recording API (`wi
                                       "compiled graph; write kernels with @pypto.frontend.jit")
 verify = not_emulatable("verify", "pypto.verify compiles and compares per compiler pass on an NPU; use "
                                   "ptogym.verify or compare the kernel's outputs directly")
-set_verify_golden_data = not_emulatable("set_verify_golden_data", "golden data for per-pass verification inside "
-                                                                  "the NPU compiler, which the interpreter has not")
 get_options_tree = not_emulatable("get_options_tree", "pypto's option schema lives in its C++ configuration")
 get_current_scope = not_emulatable("get_current_scope", "the C++ configuration scope of pypto's compiler")
 ConfigScope = not_emulatable_class("ConfigScope", "the C++ configuration scope of pypto's compiler")
