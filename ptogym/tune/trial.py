@@ -222,8 +222,8 @@ def execute(request: TrialRequest) -> dict:
     context = _trial_context()
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(request, sender), daemon=False, name="ptogym-tune-trial")
+    process.start()  # the first one waits for the fork server to import torch: not the trial's time
     start = time.monotonic()
-    process.start()
     sender.close()
     peak, record = 0, None
     try:
