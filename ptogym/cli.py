@@ -1,6 +1,6 @@
 """ptogym command line: one sub-command per tool, each defined next to its code.
 
-    ptogym list | run | compare | bench | interp | lint | new | stage | bisect | patterns | model
+    ptogym list | run | compare | bench | interp | lint | new | stage | bisect | patterns | model | tune
 
 Every command ends with exactly one verdict line on stdout and its exit code:
 
@@ -12,7 +12,7 @@ Every command ends with exactly one verdict line on stdout and its exit code:
                          (PTOGYM_LENIENT=1, lenient()): constraint checks were downgraded
     [INTERRUPTED]    130 Ctrl-C or SIGTERM
 
-lint, new, stage, bisect and patterns have their own verdict families (ERROR_MARKERS
+lint, new, stage, bisect, patterns and tune have their own verdict families (ERROR_MARKERS
 for their errors).  No user error prints a traceback (``--debug`` shows one).  A
 reader that closes stdout early (``ptogym list | head -1``) ends the command quietly,
 exit 141 (128 + SIGPIPE).  ``ptogym interp`` hands the exit status of the script it
@@ -45,6 +45,7 @@ SUBCOMMANDS = {
     "bisect": "ptogym.workflow.cli",
     "patterns": "ptogym.patterns.cli",
     "model": "ptogym.models.cli",
+    "tune": "ptogym.tune.cli",
 }
 # one-line help shown by ``ptogym --help`` without importing every command's module
 SUMMARIES = {
@@ -59,6 +60,7 @@ SUMMARIES = {
     "bisect": "find the first kernel op whose result diverges from the golden",
     "patterns": "the pattern library: list, show and graph the atom and skeleton cards",
     "model": "a whole Qwen3 / Qwen3-MoE on the gym's kernels against transformers",
+    "tune": "search an operator's build parameters on the cost model (Optuna, local or Ray)",
 }
 EXIT_LENIENT = 3  # passed with constraint checks downgraded (lenient mode): not a plain pass
 MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", EXIT_LENIENT: "[PRECISION_PASS_LENIENT]",
@@ -66,7 +68,7 @@ MARKERS = {0: "[PRECISION_PASS]", 1: "[PRECISION_FAIL]", 2: "[RUN_ERROR]", EXIT_
 OK_MARKER = "[OK]"
 # the tools with their own verdicts: the error line when one fails in a way it did not report itself
 ERROR_MARKERS = {"lint": "[LINT_ERROR]", "new": "[NEW_ERROR]", "stage": "[STAGE_ERROR]", "bisect": "[BISECT_ERROR]",
-                 "patterns": "[PATTERNS_ERROR]"}
+                 "patterns": "[PATTERNS_ERROR]", "tune": "[TUNE_ERROR]"}
 EXIT_INTERRUPTED = 130
 
 

@@ -54,6 +54,13 @@ takes ~35-75 s and up to ~8 GB (32768 rows; H=16384 ~110 s) instead of ~15 s.
 Shapes above 32768 rows run several 128-call batches again: 65536 rows (4 waves
 of 341, 192 calls) take 2594 µs, upstream 2841, the previous ladder 2480.
 
+The operator reads these build parameters from its tuned table (``tuned.json``, per
+token band; ``TUNING`` below is what ``ptogym tune`` may change).  Its default is the
+wave schedule above; for 17-128 rows the table holds ``ptogym tune``'s winner (issue
+25): ``loop_unroll`` blocks of (4, 2, 1) rows, one task each - 128 rows are 32 tasks of
+4 rows, one wave with cores to spare, 7.20 µs against the waves' 11.21 (kernel 10.79
+against 13.28).
+
 Vector tile rule (``vec_tile_rows``): the tile is (rows, H); rows is the largest
 count such that (a) one fp32 tile fits pypto.sum's 64 KB reduction buffer and
 (b) the widest op - an fp32 binary op, three fp32 tiles - fits the 192 KB UB of
@@ -65,6 +72,8 @@ The ladder is in rows and does not depend on H or the dtype.
 This module never imports torch: ``build`` receives the ``pypto`` namespace (the
 real package or ``ptogym.interp``) so one source serves every backend.
 """
+
+from ptogym.tune.space import Param, Tuning, token_band
 
 SUM_BUFFER_BYTES = 64 * 1024
 UB_BYTES = 192 * 1024
@@ -82,6 +91,49 @@ VARIANTS = {
     "upstream": {"schedule": "unroll", "unroll": UNROLL_FACTORS, "hoist_gamma": True,
                  "one_task_per_block": False, "combine_axis": False, "gamma_first": False},
 }
+
+
+def _ladders(shape) -> tuple:
+    """Wave ladders: the hand-tuned one, the previous one, and halving ladders from
+    smaller tops (fewer, smaller static tasks: quicker compiles)."""
+    tail = (16, 12, 8, 6, 4, 3, 2, 1)
+    tops = [(341, 170, 85, 42, 21), (170, 85, 42, 21), (85, 42, 21), (42, 21), (21,), ()]
+    return (WAVE_LADDER, (48, 40, 32, 24, 16, 12, 8, 6, 4, 3, 2, 1), *(top + tail for top in tops[1:]),
+            (8, 4, 2, 1), (4, 2, 1), (2, 1))
+
+
+def _tile_rows(shape) -> tuple:
+    """None (``vec_tile_rows``' choice) or any smaller power of two."""
+    widest = vec_tile_rows(shape["hidden"])
+    return (None, *(rows for rows in (1, 2, 4, 8, 16, 32, 64) if rows < widest))
+
+
+def _tile_within_tasks(params, shape):
+    """A vector tile taller than the largest task would hold rows no task has."""
+    sizes = params["ladder"] if params["schedule"] == "waves" else params["unroll"]
+    if params["tile_rows"] and params["tile_rows"] > max(sizes):
+        return f"tile_rows={params['tile_rows']} > the largest task size {max(sizes)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band
+TUNING = Tuning(
+    params={
+        "schedule": Param(("waves", "unroll")),
+        "ladder": Param(_ladders, when={"schedule": "waves"}),
+        "cores": Param((48, 24, 96), when={"schedule": "waves"}),
+        "unroll": Param((UNROLL_FACTORS, (16, 4, 2, 1), (8, 4, 2, 1), (4, 2, 1), (2, 1)), when={"schedule": "unroll"}),
+        "tile_rows": Param(_tile_rows),
+        "hoist_gamma": Param((False, True)),
+        "one_task_per_block": Param((True, False)),
+        "combine_axis": Param((True, False)),
+        "gamma_first": Param((True, False)),
+    },
+    band=lambda rows, hidden, dtype: (token_band(rows),),
+    constraints=(_tile_within_tasks,),
+    plain=VARIANTS["upstream"],
+)
 
 
 def vec_tile_rows(hidden: int, max_rows: int = 64) -> int:

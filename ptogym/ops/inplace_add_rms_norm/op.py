@@ -20,6 +20,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec, describe
 from ptogym.ops.inplace import check_inplace_arguments
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import inplace_add_rms_norm_golden
@@ -85,7 +86,9 @@ def launch(x1, x2, gamma, eps, backend=None, variant=None) -> tuple[torch.Tensor
         return rstd, LaunchReport(backend=backend.name, wall_s=0.0)
     x1_rows, x2_rows = x1.view(-1, hidden), x2.view(-1, hidden)
     gamma = gamma.contiguous()  # read only, so any stride is fine
-    static = {"hidden": hidden, "dtype": SUPPORTED_DTYPES[x1.dtype], **(kernel.VARIANTS[variant] if variant else {})}
+    dtype = SUPPORTED_DTYPES[x1.dtype]
+    static = {"hidden": hidden, "dtype": dtype, **tuned_params(kernel, rows=x1_rows.shape[0], hidden=hidden, dtype=dtype),
+              **(kernel.VARIANTS[variant] if variant else {})}
     report = backend.launch(
         kernel.build, static,
         [x1_rows, x2_rows, gamma.view(1, hidden), x1_rows, x2_rows, rstd.view(-1, 1)], {"eps": float(eps)})
@@ -148,6 +151,12 @@ def _check_case(case) -> list[str]:
     return [message for _, message in shape_rule_violations(*inputs, case.attrs.get("eps", 1e-6))]
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``launch``'s ``tuned_params``)."""
+    x1 = case.inputs["x1"]
+    return {"rows": math.prod(x1.shape[:-1]), "hidden": x1.shape[-1], "dtype": SUPPORTED_DTYPES[x1.dtype]}
+
+
 def hbm_bytes(case, copy_back: bool = False) -> int:
     """Bytes the kernel must move: read x1, x2, gamma; write y, x_add, rstd.
     ``copy_back`` adds upstream's staging: two extra [rows, H] copies (read + write)."""
@@ -177,5 +186,6 @@ SPEC = OpSpec(
         "variants": ("upstream",),
         # upstream pypto-gym's kernel under the same cost model (µs), as measured in issue 5
         "anchors_us": {"level10": 99.0, "level3": 395.6, "level5": 65.3, "level4": 33.3},
+        "tuning_shape": tuning_shape,
     },
 )

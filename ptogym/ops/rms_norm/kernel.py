@@ -21,6 +21,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+from ptogym.tune.space import Param, Tuning, token_band
 
 UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
 MAX_D = MAX_HIDDEN
@@ -31,6 +32,37 @@ VARIANTS = {
     # merged to a task (vec_nbuffer_setting) instead of one task per block.
     "upstream": {"unroll": (64, 16, 4, 2, 1), "one_task_per_block": False},
 }
+
+
+
+def _tile_rows(shape) -> tuple:
+    """None (``vec_tile_rows``' choice) or any smaller power of two."""
+    widest = vec_tile_rows(shape["hidden"])
+    return (None, *(rows for rows in (1, 2, 4, 8, 16, 32) if rows < widest))
+
+
+def _tile_within_blocks(params, shape):
+    """A vector tile taller than the largest block would hold rows no block has."""
+    unroll = params["unroll"]
+    if params["tile_rows"] and unroll != "auto" and params["tile_rows"] > max(unroll):
+        return f"tile_rows={params['tile_rows']} > the largest block {max(unroll)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band.  unroll "auto": the operator's
+#: ``host.row_blocks`` rule (about one wave of 48 tasks)
+TUNING = Tuning(
+    params={
+        "unroll": Param(("auto", UNROLL, (64, 16, 4, 2, 1), (32, 8, 2, 1), (16, 4, 1), (8, 2, 1), (4, 1), (2, 1),
+                         (1,))),
+        "one_task_per_block": Param((True, False)),
+        "tile_rows": Param(_tile_rows),
+    },
+    band=lambda rows, hidden, dtype: (token_band(rows),),
+    constraints=(_tile_within_blocks,),
+    plain=VARIANTS["upstream"],
+)
 
 
 def build(pypto, *, hidden: int, dtype: str, has_gamma: bool, has_bias: bool, rsqrt_mode: str = "rsqrt",

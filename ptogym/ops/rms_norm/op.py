@@ -9,12 +9,15 @@ rstd unless asked.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ptogym.atoms import host, measure
 from ptogym.atoms.rms_norm import RSQRT_MODES
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import rms_norm_golden
@@ -44,6 +47,12 @@ def validate(x, gamma, bias, eps, rsqrt_mode) -> None:
     host.raise_first(rule_violations(x, gamma, bias, eps, rsqrt_mode))
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``launch``'s ``tuned_params``)."""
+    x = case.inputs["x"]
+    return {"rows": math.prod(x.shape[:-1]), "hidden": x.shape[-1], "dtype": host.FLOAT_DTYPES[x.dtype]}
+
+
 def launch(x, gamma=None, eps=1e-6, bias=None, rsqrt_mode="rsqrt", backend=None,
            variant=None) -> tuple[torch.Tensor, torch.Tensor, LaunchReport]:
     """Validate and run the kernel; return (y, rstd, launch report)."""
@@ -55,9 +64,12 @@ def launch(x, gamma=None, eps=1e-6, bias=None, rsqrt_mode="rsqrt", backend=None,
     if gamma is None and bias is not None:  # the kernel takes gamma before bias: ones multiply exactly
         gamma = torch.ones(hidden, dtype=x.dtype, device=x.device)
     weights = {name: t.view(1, hidden) for name, t in (("gamma", gamma), ("bias", bias)) if t is not None}
-    static = {"hidden": hidden, "dtype": host.FLOAT_DTYPES[x.dtype], "has_gamma": "gamma" in weights,
-              "has_bias": "bias" in weights, "rsqrt_mode": rsqrt_mode, "unroll": host.row_blocks(rows.shape[0]),
-              **kernel.VARIANTS.get(variant, {})}
+    dtype = host.FLOAT_DTYPES[x.dtype]
+    tuned = tuned_params(kernel, rows=rows.shape[0], hidden=hidden, dtype=dtype)
+    if tuned["unroll"] == "auto":
+        tuned["unroll"] = host.row_blocks(rows.shape[0])
+    static = {"hidden": hidden, "dtype": dtype, "has_gamma": "gamma" in weights, "has_bias": "bias" in weights,
+              "rsqrt_mode": rsqrt_mode, **tuned, **kernel.VARIANTS.get(variant, {})}
     absent = {name: None for name in ("gamma", "bias") if name not in weights}  # the kernel's None parameters
     report = host.launch(kernel.build, static, [rows, host.as_rows(y), rstd.view(-1, 1), *weights.values()],
                          {**absent, "eps": float(eps)}, backend, rows.shape[0])
@@ -135,5 +147,6 @@ SPEC = OpSpec(
     output_names=("y", "rstd"),
     attr_names=("eps", "rsqrt_mode"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes)},
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes),
+           "tuning_shape": tuning_shape},
 )

@@ -7,6 +7,8 @@ gamma [K] and weight [N, K] of x's dtype, bias [N] or None; returns
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ptogym.atoms import host, measure
@@ -14,6 +16,7 @@ from ptogym.atoms.linear import int8_prefill_options, projection_violations
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.linear.op import flops
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import rms_norm_linear_golden
@@ -41,8 +44,10 @@ def rule_violations(x, gamma, weight, eps, *, bias=None, w_scale=None, quant=Fal
     if n % 8:
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
     element_bytes = 1 if quant else 2
+    tuned = tuned_build_params(math.prod(x.shape[:-1]), k, n, element_bytes)
     problems += [(ValueError, message) for message in projection_violations(
-        k, n, element_bytes, kernel.block_sizes(k, n, element_bytes))]
+        k, n, element_bytes, kernel.block_sizes(k, n, element_bytes, tuned["unroll"]), cube=tuned["cube"],
+        k_tile=tuned["k_tile"], n_tile=tuned["n_tile"])]
     if bias is not None:
         problems += host.same_dtype_rule("bias", bias, "x", x) + host.shape_rule("bias", bias, (n,), "[N]")
     if quant:
@@ -50,6 +55,18 @@ def rule_violations(x, gamma, weight, eps, *, bias=None, w_scale=None, quant=Fal
         if tuple(w_scale.shape) not in ((n,), (1, n)):
             problems.append((ValueError, f"w_scale: shape {list(w_scale.shape)} must be [N] or [1, N] with N = {n}"))
     return problems + host.eps_rule(eps)
+
+
+def tuned_build_params(tokens: int, k: int, n: int, element_bytes: int) -> dict:
+    """The tuned table's build parameters for a call (``kernel.TUNING``'s bands)."""
+    return tuned_params(kernel, tokens=tokens, k=k, n=n, element_bytes=element_bytes)
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_build_params``)."""
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    return {"tokens": math.prod(x.shape[:-1]), "k": x.shape[-1], "n": weight.shape[0],
+            "element_bytes": 1 if weight.dtype == torch.int8 else 2}
 
 
 def launch(x, gamma, weight, eps=1e-6, *, bias=None, w_scale=None, out_dtype=None, backend=None,
@@ -73,6 +90,7 @@ def launch(x, gamma, weight, eps=1e-6, *, bias=None, w_scale=None, out_dtype=Non
         tensors, absent = [rows, gamma.view(1, k), weight, host.as_rows(y), bias.view(1, n)], {}
     static = {"k": k, "n": n, "dtype": host.HALF_DTYPES[x.dtype], "quant": quant,
               "out_dtype": host.FLOAT_DTYPES[out_dtype], "has_bias": bias is not None,
+              **tuned_build_params(rows.shape[0], k, n, 1 if quant else 2),
               **(kernel.VARIANTS[variant] if variant else int8_prefill_options(rows.shape[0]) if quant else {})}
     return y, host.launch(kernel.build, static, tensors, {**absent, "eps": float(eps)}, backend, rows.shape[0])
 
@@ -149,5 +167,5 @@ SPEC = OpSpec(
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
            "sim_summary": measure.summarizer(hbm_bytes, flops),
-           "chain": ("rms_norm", "linear")},
+           "chain": ("rms_norm", "linear"), "tuning_shape": tuning_shape},
 )

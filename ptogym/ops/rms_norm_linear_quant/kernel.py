@@ -4,7 +4,7 @@
 the flow, the numerics and the schedule): fp32 norm, per-token int8 quantisation,
 int8 x int8 -> int32 matmul, dequantisation with the per-token and per-channel
 scales.  No torch here."""
-from ptogym.ops.rms_norm_linear.kernel import VARIANTS
+from ptogym.ops.rms_norm_linear.kernel import TUNING, VARIANTS
 from ptogym.ops.rms_norm_linear.kernel import build as build_norm_linear
 
 
@@ -13,4 +13,4 @@ def build(pypto, **static):
     return build_norm_linear(pypto, quant=True, **static)
 
 
-__all__ = ["build", "VARIANTS"]
+__all__ = ["build", "TUNING", "VARIANTS"]  # TUNING: rms_norm_linear's table serves both

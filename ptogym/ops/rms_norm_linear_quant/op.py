@@ -84,7 +84,7 @@ SPEC = OpSpec(
     output_names=("y",),
     attr_names=("eps", "out_dtype"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops, "tuning_shape": norm_linear.tuning_shape,
            "sim_summary": measure.summarizer(hbm_bytes, flops),
            "chain": ("rms_norm", "per_token_quant", "linear")},
 )

@@ -1,0 +1,107 @@
+"""Tuned tables: the build parameters an operator runs with, as data.
+
+``<kernel dir>/tuned.json`` holds ``{"op": NAME, "default": {param: value, ...},
+"bands": {band: {param: value, ...}, ...}}``.  A call reads ``default``, then each band
+its kernel's ``TUNING.band(**shape)`` names (general to specific), later ones
+overriding earlier ones.  ``ptogym tune --apply`` writes winners into the most
+specific band of the level they were measured on.  Inside ``override(module, params)``
+(a trial) the module's calls run ``params`` on top of the table instead.
+
+The file is read again whenever it changed (its modification time), so an applied
+table takes effect in a running process too.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+from .space import hashable
+
+TABLE_FILE = "tuned.json"
+_overrides: dict[str, dict] = {}
+_loaded: dict[str, tuple] = {}  # path -> (mtime_ns, table)
+
+
+class TableError(ValueError):
+    """A tuned table that cannot be read or does not have the expected form."""
+
+
+def table_path(kernel: ModuleType) -> Path:
+    return Path(kernel.__file__).with_name(TABLE_FILE)
+
+
+def load_table(kernel: ModuleType) -> dict:
+    path = table_path(kernel)
+    try:
+        stamp = os.stat(path).st_mtime_ns
+    except OSError as error:
+        raise TableError(f"{path}: cannot read the tuned table: {error.strerror}") from None
+    cached = _loaded.get(str(path))
+    if cached and cached[0] == stamp:
+        return cached[1]
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise TableError(f"{path}: not a readable JSON tuned table ({error})") from None
+    if not (isinstance(table, dict) and isinstance(table.get("default"), dict)
+            and isinstance(table.get("bands", {}), dict)):
+        raise TableError(f"{path}: a tuned table is {{'op', 'default': {{...}}, 'bands': {{band: {{...}}}}}}")
+    _loaded[str(path)] = (stamp, table)
+    return table
+
+
+def table_params(kernel: ModuleType, bands) -> dict:
+    """The table's parameters for a call in ``bands`` (no override)."""
+    table = load_table(kernel)
+    params = dict(table["default"])
+    for band in bands:
+        params.update(table.get("bands", {}).get(band, {}))
+    return hashable(params)
+
+
+def tuned_params(kernel: ModuleType, **shape) -> dict:
+    """What a call of ``kernel``'s builder with ``shape`` runs: the table's values for
+    its bands, with a trial's override on top."""
+    params = table_params(kernel, kernel.TUNING.band(**shape))
+    return {**params, **hashable(_overrides.get(kernel.__name__, {}))}
+
+
+@contextlib.contextmanager
+def override(kernel: ModuleType, params: dict) -> Iterator[None]:
+    """Calls of ``kernel``'s operator run ``params`` (on top of the table) inside."""
+    previous = _overrides.get(kernel.__name__)
+    _overrides[kernel.__name__] = dict(params)
+    try:
+        yield
+    finally:
+        if previous is None:
+            _overrides.pop(kernel.__name__, None)
+        else:
+            _overrides[kernel.__name__] = previous
+
+
+def applied_table(kernel: ModuleType, band: str, params: dict) -> dict:
+    """The table with ``params`` written into ``band`` (the file itself unchanged)."""
+    table = json.loads(json.dumps(load_table(kernel)))  # a deep copy
+    bands = table.setdefault("bands", {})
+    entry = dict(bands.get(band, {}))
+    entry.update(params)
+    bands[band] = entry
+    return table
+
+
+def table_text(table: dict) -> str:
+    """A table as the files are written: one line per parameter, values compact."""
+    def block(params: dict, indent: str) -> str:
+        lines = [f"{indent}  {json.dumps(name)}: {json.dumps(value)}" for name, value in params.items()]
+        return "{\n" + ",\n".join(lines) + f"\n{indent}}}" if lines else "{}"
+
+    head = [f"  {json.dumps(key)}: {json.dumps(value)}" for key, value in table.items() if key not in ("default", "bands")]
+    bands = [f"    {json.dumps(band)}: {block(params, '    ')}" for band, params in table.get("bands", {}).items()]
+    body = head + [f'  "default": {block(table["default"], "  ")}',
+                   '  "bands": ' + ("{\n" + ",\n".join(bands) + "\n  }" if bands else "{}")]
+    return "{\n" + ",\n".join(body) + "\n}\n"
