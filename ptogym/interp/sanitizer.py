@@ -6,8 +6,9 @@ loops), when a ``submit_before_loop`` barrier lies between them, or when a read 
 the last write of the same tensor (pypto stitches each consumer to the last producer of
 the tensor it reads).  Everything else may run at once on a device, so
 
-* S-RACE-01: two segments write one element, the later one not having read it through
-  the tensor it writes (a read-modify-write chain is ordered, a second plain write is not);
+* S-RACE-01: two segments write one element, different values, the later one not having read
+  it through the tensor it writes (a read-modify-write chain is ordered, a second plain write
+  is not, a write of the value already there is harmless);
 * S-RACE-02: an element written through one parameter and read through another over the
   same caller memory, or read through one and written through another in a later segment;
 * S-UNINIT-01: a read of an element of a ``pypto.tensor`` workspace, or of an output (a
@@ -275,8 +276,11 @@ class Sanitizer:
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
         self.reads.setdefault((id(storage), place.slot), []).append(selection)
 
-    def write(self, record, region=None, rows: torch.Tensor | None = None) -> None:
-        """A write of ``region`` (absolute slices), or of ``rows`` of a [-1, last dim] view."""
+    def write(self, record, region=None, rows: torch.Tensor | None = None, same=None) -> None:
+        """A write of ``region`` (absolute slices), or of ``rows`` of a [-1, last dim] view.
+        ``same()``, called only when an earlier segment's write conflicts: the elements where the
+        value written equals the value there (another write of the same value is no race: the
+        result does not depend on their order)."""
         place = record.shadow
         if rows is not None:
             box = rows_box(place.base, record.shape[-1] * place.element_size, rows)
@@ -293,6 +297,8 @@ class Sanitizer:
         earlier = (writer >= _stamp(self.barrier, 0)) & ((writer >> _SLOT_BITS) != segment)
         if bool(earlier.any()):
             earlier = earlier.reshape(-1) & ~self._read_here(storage, place.slot, selection, writer.reshape(-1))
+            if same is not None and bool(earlier.any()):
+                earlier &= ~_per_unit(same(), storage.unit, place.element_size, earlier.numel())
             if bool(earlier.any()):
                 self._conflict("S-RACE-01", record, place, selection, earlier, writer, "write", "write")
         if storage.reader is not None:
@@ -379,6 +385,14 @@ class Sanitizer:
 
     def shadow_bytes(self) -> int:
         return sum(storage.shadow_bytes() for storage in self.storages)
+
+
+def _per_unit(elements: torch.Tensor, unit: int, element_size: int, units: int) -> torch.Tensor:
+    """Per unit of a selection, whether ``elements`` (a bool mask over the region, row-major) holds
+    for all of its elements; all False where units are not whole elements."""
+    if unit % element_size or elements.numel() * element_size != units * unit:
+        return torch.zeros(units, dtype=torch.bool, device=elements.device)
+    return elements.reshape(units, unit // element_size).all(1)
 
 
 def start(run: runtime.KernelRun) -> None:

@@ -396,15 +396,20 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
     region = tuple(region)
     data = src.data[tuple(slice(0, max(0, r.stop - r.start)) for r in region)] if clipped else src.data
     ScatteredRows.settle_all_on(dst.data)
+    if dst.record is not None and dst.record.shadow is not None:  # before the copy: is it the same value?
+        absolute = _compose(dst.region, region)
+        if absolute is not None:
+            runtime.current().sanitizer.write(dst.record, absolute, same=lambda: dst.data[region] == data)
     dst.data[region].copy_(data)
-    _note_write(dst, region, op)
+    _note_write(dst, region, op, sanitized=True)
     if trace.recorders:  # ptogym bisect follows values into memory
         trace.note_write(src, dst, op)
 
 
-def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) -> None:
+def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None, sanitized: bool = False) -> None:
     """Storage bookkeeping of a write into dst's region (assemble, move, element); ``rows``:
-    the rows of dst's [-1, last dim] view a scatter wrote, all its region stands for."""
+    the rows of dst's [-1, last dim] view a scatter wrote, all its region stands for;
+    ``sanitized``: the sanitizer has seen the write already."""
     record = dst.record
     if record is None:
         return
@@ -421,7 +426,7 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) 
         record.write_kinds.add(kind)
     if record.shadow is not None:
         absolute = _compose(dst.region, region)
-        if absolute is not None:
+        if absolute is not None and not sanitized:
             runtime.current().sanitizer.write(record, absolute, rows)
     elif record.alias is not None:
         _note_aliased(record, _compose(dst.region, region), "write", f"{op} into {record.name!r}")
