@@ -246,6 +246,7 @@ class JitKernel:
                 run.sanitizer.finish()
             run.check_outputs(self.site)
         finally:
+            sanitizer.stop(run)
             runtime.pop()
         return _to_torch(result)
 
