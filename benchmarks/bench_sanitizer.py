@@ -18,6 +18,8 @@ import math
 import sys
 import time
 
+import torch
+
 from ptogym import ops
 from ptogym.backends import get_backend
 from ptogym.interp import sanitizer
@@ -117,7 +119,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--all-levels", action="store_true", help="every selected level, not only the largest")
     parser.add_argument("--quick", action="store_true", help="only the non-slow levels (the default test run's)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: a busy machine makes idle threads spin, which is CPU time)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     backend = get_backend("interp")
     worst_time = worst_own = worst_memory = 0.0
     total_findings = 0
