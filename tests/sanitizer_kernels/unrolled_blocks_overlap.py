@@ -7,7 +7,8 @@ EXPECT = "S-RACE-01"
 
 def racy(pypto):
     @pypto.frontend.jit()
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), y: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32),
+               y: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
         rows = x.shape[0]
         for row, size in pypto.loop_unroll(0, rows - 1, 1, name="LOOP_BLOCKS", idx_name="row", unroll_list=[4]):
             pypto.set_vec_tile_shapes(size, 32)
@@ -20,7 +21,8 @@ def racy(pypto):
 
 def free(pypto):
     @pypto.frontend.jit()
-    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32), y: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
+    def kernel(x: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32),
+               y: pypto.Tensor([pypto.DYNAMIC, 32], pypto.DT_FP32)):
         rows = x.shape[0]
         for row, size in pypto.loop_unroll(0, rows, 1, name="LOOP_BLOCKS", idx_name="row", unroll_list=[4]):
             pypto.set_vec_tile_shapes(size, 32)
