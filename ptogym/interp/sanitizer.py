@@ -297,7 +297,9 @@ class Sanitizer:
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
         ordered = (writer >= 0) & ((writer & _SLOT_MASK) == place.slot) & ((writer >> _SLOT_BITS) != segment)
         if bool(ordered.any()):  # a read of what earlier segments wrote: this one follows them
-            self.preds.setdefault(segment, set()).update((writer[ordered] >> _SLOT_BITS).unique().tolist())
+            writers = writer[ordered] >> _SLOT_BITS
+            first, last = int(writers.min()), int(writers.max())  # mostly one segment: no unique() needed
+            self.preds.setdefault(segment, set()).update({first} if first == last else writers.unique().tolist())
         self.reads.setdefault((id(storage), place.slot), []).append(selection)
 
     def write(self, record, region=None, rows: torch.Tensor | None = None, same=None) -> None:
