@@ -74,7 +74,8 @@ def test_the_commands_list_names_every_option_argparse_has(command):
     for line in _commands_block().splitlines():
         words = line.split()
         if words[:2] == ["ptogym", command]:
-            documented |= {word.strip("[]|.,").split("=")[0].split("[")[0] for word in words[2:] if word.lstrip("[").startswith("-")}
+            documented |= {word.strip("[]|.,").split("=")[0].split("[")[0] for word in words[2:]
+                           if word.lstrip("[").startswith("-")}
     parser = _command_parser(command)
     options = {option for action in parser._actions for option in action.option_strings if option.startswith("-")}
     long_options = {option for option in options if option.startswith("--") or option == "-m"}

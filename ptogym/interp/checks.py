@@ -133,7 +133,8 @@ ADVICE = {
 #: what a device would turn into garbage, differently each run, although pypto compiles the kernel.  Checked only
 #: in sanitize mode, where they are errors (``--sanitize=warn``: warnings, and the verdict is no plain pass).
 SANITIZER = {
-    "S-RACE-01": "two iterations that may run at once (nothing pypto tracks orders them) write one element",
+    "S-RACE-01": "two iterations that may run at once (nothing pypto tracks orders them) write one element, "
+                 "different values",
     "S-RACE-02": "an element written through one parameter is read through another over the same memory, or read "
                  "through one and written through another in another iteration: pypto orders neither pair",
     "S-UNINIT-01": "a read of a pypto.tensor element, or of an output's, that nothing has written yet (device "

@@ -268,6 +268,7 @@ class JitKernel:
             write_back()
             report_pass_verify(self.__name__, self.options, list(args[:n]))
         finally:
+            sanitizer.stop(run)
             runtime.pop()
         return _to_torch(result)
 

@@ -6,8 +6,9 @@ loops), when a ``submit_before_loop`` barrier lies between them, or when a read 
 the last write of the same tensor (pypto stitches each consumer to the last producer of
 the tensor it reads).  Everything else may run at once on a device, so
 
-* S-RACE-01: two segments write one element, the later one not having read it through
-  the tensor it writes (a read-modify-write chain is ordered, a second plain write is not);
+* S-RACE-01: two segments write one element, different values, the later one not having read
+  it through the tensor it writes (a read-modify-write chain is ordered, a second plain write
+  is not, a write of the value already there is harmless);
 * S-RACE-02: an element written through one parameter and read through another over the
   same caller memory, or read through one and written through another in a later segment;
 * S-UNINIT-01: a read of an element of a ``pypto.tensor`` workspace, or of an output (a
@@ -189,6 +190,7 @@ class Sanitizer:
     reads: dict = field(default_factory=dict)  # (id(storage), slot) -> unit selections read in this segment
     storages: list = field(default_factory=list)
     findings: dict = field(default_factory=dict)
+    preds: dict = field(default_factory=dict)  # segment -> the earlier segments it read values or memory of
 
     # --- segments ------------------------------------------------------------------
     def enter_iteration(self, loop: str, label: str, value: int) -> None:
@@ -215,6 +217,26 @@ class Sanitizer:
     def where(self) -> str:
         """The loop indices of the code running now."""
         return ", ".join(f"{loop} {label}={value}" for loop, label, value in self.path) or "outside any loop"
+
+    def depend(self, tag) -> None:
+        """The running segment reads a value computed by the segment ``tag`` names (``produced()``)."""
+        token, segment = tag
+        if token == id(self):
+            current = self._current()
+            if segment != current:
+                self.preds.setdefault(current, set()).add(segment)
+
+    def _follows(self, earlier: int, later: int) -> bool:
+        """Whether segment ``later`` read, directly or through other segments, what ``earlier`` computed."""
+        pending, seen = [later], {later}
+        while pending:
+            for segment in self.preds.get(pending.pop(), ()):
+                if segment == earlier:
+                    return True
+                if segment > earlier and segment not in seen:
+                    seen.add(segment)
+                    pending.append(segment)
+        return False
 
     # --- storages --------------------------------------------------------------------
     def bind_parameters(self, names: list, args: list, records: list) -> None:
@@ -273,10 +295,18 @@ class Sanitizer:
             readers = view(storage.reader, selection)
             assign(storage.reader, selection, torch.where(readers < 0, _stamp(segment, place.slot), readers))
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
+        ordered = (writer >= 0) & ((writer & _SLOT_MASK) == place.slot) & ((writer >> _SLOT_BITS) != segment)
+        if bool(ordered.any()):  # a read of what earlier segments wrote: this one follows them
+            writers = writer[ordered] >> _SLOT_BITS
+            first, last = int(writers.min()), int(writers.max())  # mostly one segment: no unique() needed
+            self.preds.setdefault(segment, set()).update({first} if first == last else writers.unique().tolist())
         self.reads.setdefault((id(storage), place.slot), []).append(selection)
 
-    def write(self, record, region=None, rows: torch.Tensor | None = None) -> None:
-        """A write of ``region`` (absolute slices), or of ``rows`` of a [-1, last dim] view."""
+    def write(self, record, region=None, rows: torch.Tensor | None = None, same=None) -> None:
+        """A write of ``region`` (absolute slices), or of ``rows`` of a [-1, last dim] view.
+        ``same()``, called only when an earlier segment's write conflicts: the elements where the
+        value written equals the value there (another write of the same value is no race: the
+        result does not depend on their order)."""
         place = record.shadow
         if rows is not None:
             box = rows_box(place.base, record.shape[-1] * place.element_size, rows)
@@ -293,6 +323,13 @@ class Sanitizer:
         earlier = (writer >= _stamp(self.barrier, 0)) & ((writer >> _SLOT_BITS) != segment)
         if bool(earlier.any()):
             earlier = earlier.reshape(-1) & ~self._read_here(storage, place.slot, selection, writer.reshape(-1))
+            if same is not None and bool(earlier.any()):
+                earlier &= ~_per_unit(same(), storage.unit, place.element_size, earlier.numel())
+            if bool(earlier.any()):  # an earlier writer this segment follows through values it read is ordered
+                writers = writer.reshape(-1) >> _SLOT_BITS
+                for other in (writers[earlier]).unique().tolist():
+                    if self._follows(other, segment):
+                        earlier &= writers != other
             if bool(earlier.any()):
                 self._conflict("S-RACE-01", record, place, selection, earlier, writer, "write", "write")
         if storage.reader is not None:
@@ -381,10 +418,40 @@ class Sanitizer:
         return sum(storage.shadow_bytes() for storage in self.storages)
 
 
+def _per_unit(elements: torch.Tensor, unit: int, element_size: int, units: int) -> torch.Tensor:
+    """Per unit of a selection, whether ``elements`` (a bool mask over the region, row-major) holds
+    for all of its elements; all False where units are not whole elements."""
+    if unit % element_size or elements.numel() * element_size != units * unit:
+        return torch.zeros(units, dtype=torch.bool, device=elements.device)
+    return elements.reshape(units, unit // element_size).all(1)
+
+
+active = 0  # kernel calls being sanitized now, in any thread (op results are tagged only then)
+_active_lock = threading.Lock()
+
+
 def start(run: runtime.KernelRun) -> None:
     """Attach a Sanitizer to a kernel call when this thread sanitizes."""
+    global active
     mode = active_mode()
     run.sanitizer = Sanitizer(mode) if mode else None
+    if run.sanitizer is not None:
+        with _active_lock:
+            active += 1
+
+
+def stop(run: runtime.KernelRun) -> None:
+    global active
+    if run.sanitizer is not None:
+        with _active_lock:
+            active -= 1
+
+
+def produced():
+    """The tag of an op result computed now: the running sanitizer and segment (None when this
+    thread's kernel is not sanitized)."""
+    watch = runtime.current().sanitizer
+    return None if watch is None else (id(watch), watch._current())
 
 
 def poison(data: torch.Tensor) -> None:

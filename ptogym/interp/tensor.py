@@ -26,6 +26,7 @@ class Tensor:
     parameter, workspace (``pypto.tensor(...)`` inside a kernel) or op result."""
 
     __slots__ = ("data", "_shape", "dtype", "name", "record", "region", "cache_policy", "spec_shape", "owns_storage",
+                 "segment",
                  "__weakref__")
 
     def __init__(self, shape=None, dtype=None, name: str = "", format=None, data_ptr=None,
@@ -47,6 +48,7 @@ class Tensor:
         self.region = _region
         self.cache_policy = None
         self.owns_storage = False  # a parameter or pypto.tensor itself, not a view or result
+        self.segment = None  # sanitize mode: the sanitizer's segment that computed this value (op results)
         if _data is None and runtime.in_kernel():
             self._allocate_workspace(device)
 
@@ -175,7 +177,7 @@ class Tensor:
         # state: ``state = params[i]; ... state[:] = new_state`` leaves params untouched)
         note_operand(other)
         self.data, self._shape, self.dtype = other.data, list(other._shape), other.dtype
-        self.record, self.region = other.record, other.region
+        self.record, self.region, self.segment = other.record, other.region, other.segment
 
 
 def _default_device():
@@ -185,12 +187,16 @@ def _default_device():
 
 def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
     """A tensor sharing src's storage bookkeeping (views, reshapes)."""
-    return Tensor(shape, src.dtype, src.name, _data=data, _record=src.record, _region=src.region)
+    derived = Tensor(shape, src.dtype, src.name, _data=data, _record=src.record, _region=src.region)
+    derived.segment = src.segment
+    return derived
 
 
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
     result = Tensor(shape, dtype, _data=data)
+    if sanitizer.active:  # the sanitizer follows values carried from one segment to another
+        result.segment = sanitizer.produced()
     if trace.recorders:  # ptogym bisect is recording op results
         trace.record(result)
     return result
@@ -316,6 +322,7 @@ def view(input: Tensor, shape=None, offsets=None, *, valid_shape=None, dtype=Non
         shape[-1] = shape[-1] * int(input.dtype.nbytes) // int(dtype.nbytes)
     result = Tensor(shape, dtype or input.dtype, input.name, _data=data, _record=input.record,
                     _region=_compose(input.region, region))
+    result.segment = input.segment
     return result
 
 
@@ -357,9 +364,12 @@ def _note_read(t: Tensor, region, how: str) -> None:
 
 
 def note_operand(t: Tensor) -> None:
-    """Ops call this on every tensor operand (workspace reads are checked)."""
+    """Ops call this on every tensor operand (workspace reads are checked; in sanitize mode a
+    value another segment computed makes this segment depend on that one)."""
     if t.record is not None:
         _note_read(t, tuple(slice(0, n) for n in t.data.shape), "operand")
+    elif t.segment is not None and runtime.current().sanitizer is not None:
+        runtime.current().sanitizer.depend(t.segment)
 
 
 def _compose(outer, inner):
@@ -399,15 +409,20 @@ def _write(src: Tensor, offsets, dst: Tensor, op: str) -> None:
     region = tuple(region)
     data = src.data[tuple(slice(0, max(0, r.stop - r.start)) for r in region)] if clipped else src.data
     ScatteredRows.settle_all_on(dst.data)
+    if dst.record is not None and dst.record.shadow is not None:  # before the copy: is it the same value?
+        absolute = _compose(dst.region, region)
+        if absolute is not None:
+            runtime.current().sanitizer.write(dst.record, absolute, same=lambda: dst.data[region] == data)
     dst.data[region].copy_(data)
-    _note_write(dst, region, op)
+    _note_write(dst, region, op, sanitized=True)
     if trace.recorders:  # ptogym bisect follows values into memory
         trace.note_write(src, dst, op)
 
 
-def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) -> None:
+def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None, sanitized: bool = False) -> None:
     """Storage bookkeeping of a write into dst's region (assemble, move, element); ``rows``:
-    the rows of dst's [-1, last dim] view a scatter wrote, all its region stands for."""
+    the rows of dst's [-1, last dim] view a scatter wrote, all its region stands for;
+    ``sanitized``: the sanitizer has seen the write already."""
     record = dst.record
     if record is None:
         return
@@ -424,7 +439,7 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None) 
         record.write_kinds.add(kind)
     if record.shadow is not None:
         absolute = _compose(dst.region, region)
-        if absolute is not None:
+        if absolute is not None and not sanitized:
             runtime.current().sanitizer.write(record, absolute, rows)
     elif record.alias is not None:
         _note_aliased(record, _compose(dst.region, region), "write", f"{op} into {record.name!r}")

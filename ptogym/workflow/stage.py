@@ -223,8 +223,8 @@ def _reuse(previous: ModuleEntry | None, basis: dict, start: int) -> tuple[Modul
     else:
         changed = sorted(name for name in {*basis["sources"], *previous.sources}
                          if basis["sources"].get(name) != previous.sources.get(name))
-        mismatched = [f"{key} {getattr(previous, key)!r} -> {basis[key]!r}" for key in ("case", "backend", "lenient", "sanitize")
-                      if getattr(previous, key) != basis[key]]
+        mismatched = [f"{key} {getattr(previous, key)!r} -> {basis[key]!r}"
+                      for key in ("case", "backend", "lenient", "sanitize") if getattr(previous, key) != basis[key]]
         if changed:
             why = f"content changed since the previous log: {', '.join(changed)}"
         elif mismatched:
