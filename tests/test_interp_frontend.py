@@ -442,6 +442,14 @@ def test_loop_carried_accumulation(blocks_dynamic):
 
 
 # --- symbolic scalars ---------------------------------------------------------------------------
+def test_a_constant_symbolic_scalar_converts_to_int_and_dtypes_have_whole_bytes():
+    """pypto's own unit tests (ut/interface/test_symbolic_scalar.py, test_enum.py, recorded in
+    tests/pypto_suite/fixtures): int() of a constant symbolic scalar is its value; bytes_of
+    gives at least one byte (DT_INT4)."""
+    assert int(pypto.symbolic_scalar(10)) == 10
+    assert pypto.bytes_of(pypto.DT_INT4) == 1 and pypto.bytes_of(pypto.DT_BF16) == 2
+
+
 def test_symbolic_scalar_arithmetic_and_comparisons():
     @pypto.frontend.jit
     def kernel(x: pypto.Tensor([pypto.DYNAMIC, pypto.DYNAMIC], pypto.DT_FP32)):

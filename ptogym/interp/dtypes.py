@@ -70,4 +70,6 @@ def from_torch(dtype: torch.dtype) -> DataType:
 
 
 def bytes_of(dtype: DataType) -> int:
-    return int(dtype.nbytes)
+    """Whole bytes per element, as pypto's bytes_of gives them: at least 1 (DT_INT4 / DT_HF4
+    are 1, pypto's own test_enum asserts it)."""
+    return max(1, int(dtype.nbytes))

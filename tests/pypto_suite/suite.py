@@ -36,10 +36,37 @@ TEST_LIMIT_S = 150.0  # per upstream test: pypto 0.2.0 can wait for ever after a
 #: ids), each with its reason; one whose reason starts with TIMING asserts wall times and
 #: may pass or fail on either side, so its passing is no news either.
 TIMING = "timing: "
+GRAPH_API = ("the pre-frontend graph API (`with pypto.function(...)` over `pypto.tensor` objects made outside a "
+             "kernel, their attributes and formats) is not emulated (docs/api-coverage.md): these tests build and "
+             "compile a graph, most run nothing; kernels written with @pypto.frontend.jit run")
+OPTION_REGISTRY = ("unit tests of pypto's option registry: defaults and scopes held in its C++ configuration "
+                   "(cube_nbuffer_setting, compile_stage, runtime_debug_mode, pass default configs), which the "
+                   "interpreter does not hold: it keeps the options kernels set and ignores them")
+INTERNALS = ("imports pypto's private modules (pypto._controller, pypto.frontend.parser.context), which "
+             "ptogym.interp does not stand for")
 EXPECTED: dict[str, str] = {
     "python/tests/st/frontend/test_kernel_reuse.py::*":
         TIMING + "asserts ratios of pypto's compile times (its kernel cache reused or recompiling on a new shape); "
         "the interpreter compiles nothing, so a ratio is whatever two calls' wall times give",
+    **{pattern: GRAPH_API for pattern in (
+        "python/tests/st/test_*.py::*_shape_dim", "python/tests/st/test_view.py::test_view_basic_shape",
+        "python/tests/ut/operation/*", "python/tests/ut/interface/test_tensor.py::test_tensor_*",
+        "python/tests/ut/interface/test_tensor.py::test_init_tensor",
+        "python/tests/ut/interface/test_tensor_view.py::*", "python/tests/ut/interface/test_pybind_context_manager.py::*",
+        "python/tests/ut/interface/test_record_function.py::*")},
+    **{pattern: OPTION_REGISTRY for pattern in (
+        "python/tests/ut/interface/test_config_options.py::test_global_option",
+        "python/tests/ut/interface/test_config_options.py::test_option_map",
+        "python/tests/ut/interface/test_config_options.py::test_reset_option",
+        "python/tests/ut/interface/test_config_scope.py::*", "python/tests/ut/interface/test_pass_config.py::test_pass_config")},
+    "python/tests/ut/interface/test_enum.py::test_dtype":
+        "str() of a dtype: 'DT_INT4' here (every message of the interpreter names dtypes so), 'DataType.DT_INT4' in "
+        "pypto; bytes_of agrees",
+    **{pattern: INTERNALS for pattern in (
+        "python/tests/ut/interface/test_loop_range.py::*", "python/tests/ut/interface/test_context_fix.py::*")},
+    "python/tests/ut/interface/test_symbolic_scalar.py::test_binary_ops":
+        "algebra on an unbound named symbol (symbolic_scalar('y') has no value; x / y stays an expression in "
+        "pypto): the interpreter's symbolic scalars always carry their run's value, and an unbound one is 0",
     "python/tests/st/frontend/test_use_cache.py::*":
         TIMING + "asserts that a second call is faster (use_cache=True) or not (use_cache=False) than the first: "
         "pypto's compile cache; the interpreter compiles nothing",
