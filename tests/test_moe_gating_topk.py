@@ -88,13 +88,16 @@ def test_matches_fp64_reference(kwargs, dtype):
 
 def test_ties_are_broken_as_torch_topk_breaks_them():
     """Equal logits give bit-identical scores in kernel and golden; the selection is then
-    torch.topk's (on CPU not by expert index), group scores tied as well."""
+    torch.topk's (on CPU not by expert index), group scores tied as well.  The renormalised
+    weights are sums of eight equal terms whose fp32 order may differ (one ulp, seen with
+    another torch thread count), so they are compared within that."""
     logits = torch.zeros(3, 64)
     logits[1, 10:20] = 1.0  # ten tied leaders for eight places
     for kwargs in ({"top_k": 8}, {"top_k": 8, "scoring": "sigmoid", "num_groups": 8, "topk_groups": 4}):
         weights, ids = moe_gating_topk(logits, **kwargs)
         ref_weights, ref_ids = moe_gating_topk_golden(logits, **kwargs)
-        assert torch.equal(ids, ref_ids) and torch.equal(weights, ref_weights)
+        assert torch.equal(ids, ref_ids)
+        torch.testing.assert_close(weights, ref_weights, rtol=2 ** -23, atol=0)
         assert set(ids[1].tolist()) <= set(range(10, 20)) or kwargs.get("num_groups")
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from . import trace
 from .checks import advise
 from .shadow import Box, UnitShadow, assign, box_of, view
 
@@ -114,7 +115,10 @@ def find_aliases(names: list, args: list) -> dict:
 def private_copies(args: list, aliases: dict) -> list:
     """``args`` with each aliased argument replaced by a copy of its own (pypto's CPU run:
     one buffer per parameter, filled from the caller's memory)."""
-    return [arg.clone() if index in aliases else arg for index, arg in enumerate(args)]
+    copies = [arg.clone() if index in aliases else arg for index, arg in enumerate(args)]
+    for index in aliases:
+        trace.note_private_copy(copies[index], args[index])
+    return copies
 
 
 def copy_back(aliases: dict, originals: list, copies: list) -> None:

@@ -56,6 +56,7 @@ class Trace(list):
         self.writes: list[WriteRecord] = []
         self._results: dict[int, tuple] = {}  # id(Tensor) -> (weakref, record index)
         self._pending = None  # (record, Tensor) whose data is copied once its op has finished
+        self.stands_for: dict[int, int] = {}  # storage of an aliased parameter's private copy -> the caller's
 
     def index_of(self, tensor) -> int | None:
         entry = self._results.get(id(tensor))
@@ -117,8 +118,17 @@ def note_write(source, destination, op: str) -> None:
         return
     _, _, file, line = _user_site()
     trace.settle()
+    storage = destination.data.untyped_storage().data_ptr()
     trace.writes.append(WriteRecord(len(trace), op, file, line, trace.index_of(source),
-                                    destination.data.untyped_storage().data_ptr()))
+                                    trace.stands_for.get(storage, storage)))
+
+
+def note_private_copy(copy, original) -> None:
+    """``copy`` is the private buffer of a parameter over ``original``'s memory (aliasing.py):
+    writes into it are writes into the caller's tensor, which it is copied back into."""
+    trace = recorders.get(threading.get_ident())
+    if trace is not None:
+        trace.stands_for[copy.untyped_storage().data_ptr()] = original.untyped_storage().data_ptr()
 
 
 @contextmanager
