@@ -73,7 +73,7 @@ CHILD_MEMORY = 8 << 30
 def run_isolated(name: str) -> dict:
     command = ["timeout", "90", sys.executable, __file__, "--child", name]
     done = subprocess.run(command, capture_output=True, text=True, preexec_fn=_limit_memory)
-    lines = done.stdout.strip().splitlines()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]  # pypto prints to stdout too
     if done.returncode == 0 and lines:
         return json.loads(lines[-1])
     return {"verdict": "crashed", "error": f"exit {done.returncode}: {done.stderr.strip()[-300:]}"}

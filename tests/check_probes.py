@@ -324,6 +324,81 @@ def tile_sum_buffer(pypto):
     return kernel
 
 
+# A reduction along the last axis needs the vector tile's last dim (a lower-rank tensor takes the
+# tile's leading entries; unclamped) * dtype bytes 32-byte aligned (FC1001); along another axis it
+# does not.
+@probe("C-TILE-09", inputs=x_out(16, 8, out_shape=(16, 1)))
+def reduce_tile_last_unaligned(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 8], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 2)
+        out[:] = pypto.amax(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("C-TILE-09", inputs=x_out(16, 3, out_shape=(16, 1)))
+def reduce_tile_last_unaligned_whole_axis(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 3], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 3)
+        out[:] = pypto.amax(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("C-TILE-09", inputs=x_out(16, 8, out_shape=(16, 1)))
+def reduce_tile_last_unaligned_sum(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 8], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 2)
+        out[:] = pypto.sum(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("C-TILE-09", inputs=x_out(16, 8, out_shape=(16, 1)))
+def reduce_tile_last_unaligned_amin(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 8], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 2)
+        out[:] = pypto.amin(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("C-TILE-09", inputs=x_out(20, 64, out_shape=(20, 1)))
+def reduce_tile_higher_rank_leading(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([20, 64], pypto.DT_FP32), out: pypto.Tensor([20, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(4, 2, 64)
+        out[:] = pypto.amax(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 3, out_shape=(16, 1)))
+def reduce_tile_clamped_aligned(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 3], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 64)
+        out[:] = pypto.amax(x, -1, keepdim=True)
+    return kernel
+
+
+@probe("A-TILE-02", inputs=x_out(16, 64, out_shape=(1, 64)))
+def reduce_tile_first_axis_unaligned(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([1, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(16, 2)
+        out[:] = pypto.amax(x, 0, keepdim=True)
+    return kernel
+
+
+@probe("ok", inputs=x_out(16, 64, out_shape=(16, 1)))
+def reduce_tile_higher_rank_aligned(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), out: pypto.Tensor([16, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(1, 16, 2)
+        out[:] = pypto.amax(x, -1, keepdim=True)
+    return kernel
+
+
 def _mm_inputs(m=16, k=32, n=16, dtype=torch.bfloat16, out_dtype=torch.float32, batch=()):
     return lambda: [rand(*batch, m, k, dtype=dtype, seed=1), rand(*batch, k, n, dtype=dtype, seed=2),
                     zeros(*batch, m, n, dtype=out_dtype)]

@@ -270,6 +270,18 @@ def tile_sum_buffer():
 
 
 @pypto.frontend.jit
+def amax_unaligned_kernel(x: pypto.Tensor([16, 8], F32), out: pypto.Tensor([16, 1], F32)):
+    pypto.set_vec_tile_shapes(16, 2)
+    out[:] = pypto.amax(x, -1, keepdim=True)  # MARK: tile_reduce_unaligned
+
+
+@case("C-TILE-09", "pypto.amax along the last axis of [16, 8] under vec tile [16, 2]",
+      "last dim 2 x 4 B (DT_FP32) = 8 B is not a multiple of 32 B")
+def tile_reduce_unaligned():
+    amax_unaligned_kernel(z(16, 8), z(16, 1))
+
+
+@pypto.frontend.jit
 def cube_ratio_kernel(a: pypto.Tensor([16, 64], BF16), b: pypto.Tensor([64, 16], BF16),
                       out: pypto.Tensor([16, 16], F32)):
     pypto.set_cube_tile_shapes([16, 40], [32, 64], [16, 16])  # MARK: tile_cube_ratio

@@ -59,7 +59,9 @@ CHECKS = {
     "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 and kL0 * dtype bytes 32-byte "
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",
-    "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (trailing dims apply)",
+    "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (its leading entries apply)",
+    "C-TILE-09": "a reduction along the last axis needs the vector tile's last dim x dtype bytes 32-byte aligned "
+                 "(pypto: FC1001 \"the tileShape of last axis need to 32Byte align\")",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "view offsets and valid_shape entries must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",

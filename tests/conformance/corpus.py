@@ -384,14 +384,3 @@ KNOWN: dict = {
                            "interpreter returns the input, already integral-free of change (a pypto bug)",
 }
 
-# Found by generator.random_area_spec (the recorded area_* sample): what pypto 0.2.0 refuses
-# and the interpreter does not yet: vector tiles of higher rank than the tensors (the rule
-# behind pypto's two refusals is not known yet).
-_RANK_REDUCE = ("pypto refuses a reduction under a vector tile of higher rank than its tensor whose extra leading "
-                "dims are not all 1 (FC1001 \"the tileShape of last axis need to 32Byte align\"); the interpreter "
-                "applies the trailing dims and accepts it")
-KNOWN.update({
-    "area_018": _RANK_REDUCE, "area_051": _RANK_REDUCE, "area_054": _RANK_REDUCE,
-    "area_022": "pypto refuses an op under a vector tile [4, 2, 64] on a rank-2 tensor (F21004 \"tile shape not "
-                "set\"), where the extra leading dim is not 1; the interpreter applies the trailing dims",
-})

@@ -27,6 +27,13 @@ def _reduce(op: str, fn, input: Tensor, dim: int, keepdim: bool) -> Tensor:
         shape[axis] = 1
     else:
         del shape[axis]
+    tile = runtime.current().vec_tile
+    if axis == rank - 1 and tile is not None and len(tile) >= rank:
+        last, nbytes = tile[rank - 1], input.dtype.nbytes  # the declared entry, not clamped (probes reduce_tile_*)
+        if last * nbytes % platform.profile.ub_block_bytes:
+            violation("C-TILE-09", f"pypto.{op} along the last axis of {list(_static(input))} under vec tile "
+                                   f"{list(tile)}: its last dim {last} x {nbytes} B ({input.dtype}) = {last * nbytes} "
+                                   f"B is not a multiple of {platform.profile.ub_block_bytes} B")
     result = wrap(fn(input.data, axis, keepdim), input.dtype, shape)
     check_vector_tiles(op, input)
     return result
