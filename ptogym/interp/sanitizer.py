@@ -18,8 +18,10 @@ Shadow state lives per *storage* (one caller memory, all parameters over it; or 
 workspace): the last writer of every unit of it, and for storages several parameters
 share, the first reader since that write, each an int32 ``segment << 4 | slot``.  A unit
 is a run of bytes every access so far covers whole (an access that splits one refines
-them all), so a kernel walking rows keeps one entry per row; every check is a handful
-of torch ops over the units an access covers, with no Python loop over elements.
+them all), so a kernel walking rows keeps one entry per row.  An access takes the least and
+the greatest stamp of the units it covers first: where one stamp covers them all (a workspace
+or a row written whole, the common case) the checks are comparisons of Python ints; else they
+are a handful of torch ops over those units, with no Python loop over elements.
 
 ``sanitize()`` (or ``PTOGYM_SANITIZE=1`` / ``=warn``) turns it on; the findings of a
 kernel call are collected while it runs and reported when it returns: the first of them
