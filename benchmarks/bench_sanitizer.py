@@ -1,20 +1,22 @@
 """Sanitizer cost: each operator's largest CI case level (the most input bytes of the levels not
-tagged ``model``) run on the interpreter plain and under ``sanitize()``, side by side in one process.
+tagged ``slow``, which the default test run covers) run on the interpreter plain and under
+``sanitize()``, side by side in one process.
 
-    python benchmarks/bench_sanitizer.py [OP...] [--repeat 3] [--all-levels] [--quick]
+    python benchmarks/bench_sanitizer.py [OP...] [--rounds N] [--all-levels] [--slow]
 
 Per level: one sanitized run judged against the golden (it must pass, with no finding: the
 operators are race-free) gives the shadow memory against the bytes of the tensors the sanitizer
-follows (the kernel's arguments and workspaces); then blocks of kernel launches in a row (about a
-second's worth each; plain and sanitized blocks alternate, --repeat of each) give the best CPU
-seconds of one launch each way and their ratio ("time x", the target's), the sanitized launch's
-time over its time less the sanitizer's own methods, from the same launch ("own x": what a busy
-machine's noise cannot inflate) and the wall-time ratio ("wall x").  Targets (issue 21): time
+follows (the kernel's arguments and workspaces); then rounds of one plain and one sanitized kernel
+launch in turn (so drifts in the machine's load hit both) give the median CPU seconds of a launch
+each way and their ratio ("time x", the target's), the median over sanitized launches of their
+time over their time less the sanitizer's own methods ("own x": what a busy machine's noise
+cannot inflate) and the ratio of median wall times ("wall x").  Targets (issue 21): time
 ratio <= 3, memory ratio <= 2.  The last line says whether every level met them.
 """
 
 import argparse
 import math
+import statistics
 import sys
 import time
 
@@ -27,7 +29,7 @@ from ptogym.verify.cases import load_cases
 from ptogym.verify.runner import PASS, make_case_inputs, run_case
 
 TIME_TARGET, MEMORY_TARGET = 3.0, 2.0
-BLOCK_SECONDS, MAX_CALLS = 1.0, 50  # launches in a row per block: about a second's worth, the best one counts
+ROUND_SECONDS, MIN_ROUNDS, MAX_ROUNDS = 3.0, 5, 50  # default rounds: about 3 s of plain launches
 
 
 class _Measured:
@@ -92,21 +94,20 @@ def _checked(spec, case, backend) -> list:
     return found
 
 
-def _block(spec, case, backend, inputs, sanitized: bool, calls: int):
-    """The best CPU and wall seconds of ``calls`` kernel launches in a row (inputs cloned outside
-    the clock), and the sanitizer's own share of the CPU time of the best one."""
-    best_cpu = best_wall = math.inf
-    share = 0.0
-    with sanitizer.sanitize("warn" if sanitized else False), _SanitizerClock() as own:
-        for _ in range(calls):
-            tensors = {name: tensor.clone() for name, tensor in inputs.items()}
-            own.cpu, cpu, wall = 0.0, time.process_time(), time.perf_counter()
-            spec.run(tensors, case.attrs, backend)
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            if cpu < best_cpu:
-                best_cpu, share = cpu, own.cpu / cpu if cpu else 0.0
-            best_wall = min(best_wall, wall)
-    return best_cpu, best_wall, share
+def _launch(spec, case, backend, inputs, sanitized: bool, own: "_SanitizerClock"):
+    """CPU and wall seconds of one kernel launch (inputs cloned outside the clock) and the
+    sanitizer's own share of its CPU time."""
+    tensors = {name: tensor.clone() for name, tensor in inputs.items()}
+    with sanitizer.sanitize("warn" if sanitized else False):
+        own.cpu, cpu, wall = 0.0, time.process_time(), time.perf_counter()
+        spec.run(tensors, case.attrs, backend)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return cpu, wall, own.cpu / cpu if cpu else 0.0
+
+
+def _medians(launches: list) -> list:
+    """The medians of ``_launch``'s three figures over launches."""
+    return [statistics.median(column) for column in zip(*launches)]
 
 
 def _input_bytes(case) -> int:
@@ -116,9 +117,11 @@ def _input_bytes(case) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ops", nargs="*", help="operators (default: all)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int,
+                        help=f"plain/sanitized launch pairs (default: about {ROUND_SECONDS:g} s of plain launches, "
+                             f"{MIN_ROUNDS} to {MAX_ROUNDS})")
     parser.add_argument("--all-levels", action="store_true", help="every selected level, not only the largest")
-    parser.add_argument("--quick", action="store_true", help="only the non-slow levels (the default test run's)")
+    parser.add_argument("--slow", action="store_true", help="the slow levels too (those tagged model excepted)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: a busy machine makes idle threads spin, which is CPU time)")
     args = parser.parse_args(argv)
@@ -131,7 +134,7 @@ def main(argv=None) -> int:
     for name in args.ops or ops.OP_NAMES:
         spec = ops.get_op(name)
         levels = [case for case in load_cases(spec.cases_path, spec)
-                  if "model" not in case.tags and not (args.quick and case.is_slow)]
+                  if "model" not in case.tags and (args.slow or not case.is_slow)]
         if not args.all_levels:
             levels = [max(levels, key=_input_bytes)]
         for case in levels:
@@ -139,28 +142,26 @@ def main(argv=None) -> int:
                 findings = _checked(spec, case, backend)
             memory = measured.shadow / max(measured.followed, 1)
             inputs = make_case_inputs(spec, case, backend.device)
-            first = _block(spec, case, backend, inputs, False, 1)[1]
-            calls = max(1, min(MAX_CALLS, int(BLOCK_SECONDS / max(first, 1e-6))))
-            plain = sanitized = plain_wall = sanitized_wall = math.inf
-            own_share = 0.0
-            for _ in range(args.repeat):  # plain and sanitized blocks alternate: drifts in load hit both
-                cpu, wall, _ = _block(spec, case, backend, inputs, False, calls)
-                plain, plain_wall = min(plain, cpu), min(plain_wall, wall)
-                cpu, wall, share = _block(spec, case, backend, inputs, True, calls)
-                if cpu < sanitized:
-                    sanitized, own_share = cpu, share
-                sanitized_wall = min(sanitized_wall, wall)
-            ratio, own_ratio = sanitized / plain, 1 / (1 - min(own_share, 0.999))
+            with _SanitizerClock() as own:
+                first = _launch(spec, case, backend, inputs, False, own)[0]
+                rounds = args.rounds or max(MIN_ROUNDS, min(MAX_ROUNDS, int(ROUND_SECONDS / max(first, 1e-6))))
+                plain, sanitized = [], []
+                for _ in range(rounds):  # plain and sanitized launches alternate: drifts in load hit both
+                    plain.append(_launch(spec, case, backend, inputs, False, own))
+                    sanitized.append(_launch(spec, case, backend, inputs, True, own))
+            plain_cpu, plain_wall, _ = _medians(plain)
+            sanitized_cpu, sanitized_wall, own_share = _medians(sanitized)
+            ratio, own_ratio = sanitized_cpu / plain_cpu, 1 / (1 - min(own_share, 0.999))
             worst_time, worst_own = max(worst_time, ratio), max(worst_own, own_ratio)
             worst_memory = max(worst_memory, memory)
             total_findings += len(findings)
-            print(f"{name:<24} {case.id:<22} {plain:8.3f} {sanitized:8.3f} {ratio:7.2f} {own_ratio:6.2f} "
-                  f"{sanitized_wall / plain_wall:7.2f} {memory:8.3f} {len(findings)}", flush=True)
+            print(f"{name:<24} {case.id:<22} {plain_cpu:8.3f} {sanitized_cpu:8.3f} {ratio:7.2f} {own_ratio:6.2f} "
+                  f"{sanitized_wall / plain_wall:7.2f} {memory:8.3g} {len(findings)}", flush=True)
             for finding in findings:
                 print(f"    [{finding.check_id}] {finding.describe()}")
     met = worst_time <= TIME_TARGET and worst_memory <= MEMORY_TARGET and total_findings == 0
     print(f"worst: time {worst_time:.2f}x (target {TIME_TARGET}; the sanitizer's own share alone: "
-          f"{worst_own:.2f}x), memory {worst_memory:.3f}x (target {MEMORY_TARGET}); findings {total_findings}: "
+          f"{worst_own:.2f}x), memory {worst_memory:.3g}x (target {MEMORY_TARGET}); findings {total_findings}: "
           f"{'targets met' if met else 'TARGETS MISSED'}")
     return 0 if met else 1
 

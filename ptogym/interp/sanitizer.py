@@ -18,8 +18,10 @@ Shadow state lives per *storage* (one caller memory, all parameters over it; or 
 workspace): the last writer of every unit of it, and for storages several parameters
 share, the first reader since that write, each an int32 ``segment << 4 | slot``.  A unit
 is a run of bytes every access so far covers whole (an access that splits one refines
-them all), so a kernel walking rows keeps one entry per row; every check is a handful
-of torch ops over the units an access covers, with no Python loop over elements.
+them all), so a kernel walking rows keeps one entry per row.  An access takes the least and
+the greatest stamp of the units it covers first: where one stamp covers them all (a workspace
+or a row written whole, the common case) the checks are comparisons of Python ints; else they
+are a handful of torch ops over those units, with no Python loop over elements.
 
 ``sanitize()`` (or ``PTOGYM_SANITIZE=1`` / ``=warn``) turns it on; the findings of a
 kernel call are collected while it runs and reported when it returns: the first of them
@@ -271,10 +273,12 @@ class Sanitizer:
 
     def read(self, record, region) -> None:
         place = record.shadow
+        storage = place.storage
+        if storage.writer is None and not storage.aliased and storage.output is not None:
+            return  # an input nothing writes, already accessed: nothing to check or record
         box = place.box(record.shape, region)
         if box is None:
             return
-        storage = place.storage
         if storage.output is None:
             storage.output = False
         if storage.writer is None and not storage.aliased:
@@ -282,24 +286,27 @@ class Sanitizer:
         segment = self._current()
         selection = self._selection(place, box)
         writer = view(storage.ensure_writer(), selection)
-        if storage.kind == "local" or storage.output:
-            unwritten = writer < 0
-            if bool(unwritten.any()):
-                self._uninitialised(record, place, selection, unwritten)
+        low, high = _span(writer)
+        if low < 0 and (storage.kind == "local" or storage.output):
+            self._uninitialised(record, place, selection, writer < 0)
         if storage.aliased:
-            foreign = (writer >= _stamp(self.barrier, 0)) & ((writer & _SLOT_MASK) != place.slot)
-            if bool(foreign.any()):
-                self._conflict("S-RACE-02", record, place, selection, foreign, writer, "read", "write")
+            if high >= _stamp(self.barrier, 0) and not (low == high and low & _SLOT_MASK == place.slot):
+                foreign = (writer >= _stamp(self.barrier, 0)) & ((writer & _SLOT_MASK) != place.slot)
+                if bool(foreign.any()):
+                    self._conflict("S-RACE-02", record, place, selection, foreign, writer, "read", "write")
             if storage.reader is None:
                 storage.reader = torch.full_like(storage.writer, _NEVER)
             readers = view(storage.reader, selection)
-            assign(storage.reader, selection, torch.where(readers < 0, _stamp(segment, place.slot), readers))
+            if _span(readers)[0] < 0:  # units not read since their last write: this segment reads them first
+                assign(storage.reader, selection, torch.where(readers < 0, _stamp(segment, place.slot), readers))
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
-        ordered = (writer >= 0) & ((writer & _SLOT_MASK) == place.slot) & ((writer >> _SLOT_BITS) != segment)
-        if bool(ordered.any()):  # a read of what earlier segments wrote: this one follows them
-            writers = writer[ordered] >> _SLOT_BITS
-            first, last = int(writers.min()), int(writers.max())  # mostly one segment: no unique() needed
-            self.preds.setdefault(segment, set()).update({first} if first == last else writers.unique().tolist())
+        if low == high:  # one writer (the common case: a workspace or a row written whole)
+            if low >= 0 and low & _SLOT_MASK == place.slot and low >> _SLOT_BITS != segment:
+                self.preds.setdefault(segment, set()).add(low >> _SLOT_BITS)
+        elif high >= 0:
+            ordered = (writer >= 0) & ((writer & _SLOT_MASK) == place.slot) & ((writer >> _SLOT_BITS) != segment)
+            if bool(ordered.any()):  # a read of what earlier segments wrote: this one follows them
+                self.preds.setdefault(segment, set()).update((writer[ordered] >> _SLOT_BITS).unique().tolist())
         self.reads.setdefault((id(storage), place.slot), []).append(selection)
 
     def write(self, record, region=None, rows: torch.Tensor | None = None, same=None) -> None:
@@ -320,9 +327,11 @@ class Sanitizer:
         segment = self._current()
         selection = self._selection(place, box)
         writer = view(storage.ensure_writer(), selection)
-        earlier = (writer >= _stamp(self.barrier, 0)) & ((writer >> _SLOT_BITS) != segment)
-        if bool(earlier.any()):
-            earlier = earlier.reshape(-1) & ~self._read_here(storage, place.slot, selection, writer.reshape(-1))
+        low, high = _span(writer)
+        if high >= _stamp(self.barrier, 0) and not (low == high and self._ordered_after(low, place, selection)):
+            earlier = (writer >= _stamp(self.barrier, 0)) & ((writer >> _SLOT_BITS) != segment)
+            if bool(earlier.any()):
+                earlier = earlier.reshape(-1) & ~self._read_here(storage, place.slot, selection, writer.reshape(-1))
             if same is not None and bool(earlier.any()):
                 earlier &= ~_per_unit(same(), storage.unit, place.element_size, earlier.numel())
             if bool(earlier.any()):  # an earlier writer this segment follows through values it read is ordered
@@ -334,13 +343,29 @@ class Sanitizer:
                 self._conflict("S-RACE-01", record, place, selection, earlier, writer, "write", "write")
         if storage.reader is not None:
             readers = view(storage.reader, selection)
-            foreign = ((readers >= _stamp(self.barrier, 0)) & ((readers >> _SLOT_BITS) != segment)
-                       & ((readers & _SLOT_MASK) != place.slot))
-            if bool(foreign.any()):
-                self._conflict("S-RACE-02", record, place, selection, foreign, readers, "write", "read")
-            assign(storage.reader, selection, _NEVER)
+            first, last = _span(readers)
+            if last >= _stamp(self.barrier, 0) and not (
+                    first == last and (first >> _SLOT_BITS == segment or first & _SLOT_MASK == place.slot)):
+                foreign = ((readers >= _stamp(self.barrier, 0)) & ((readers >> _SLOT_BITS) != segment)
+                           & ((readers & _SLOT_MASK) != place.slot))
+                if bool(foreign.any()):
+                    self._conflict("S-RACE-02", record, place, selection, foreign, readers, "write", "read")
+            if last >= 0:  # (all _NEVER already: nothing to reset)
+                assign(storage.reader, selection, _NEVER)
         assign(storage.writer, selection, _stamp(segment, place.slot))
         storage.log.append((segment, place.slot, "write", checks.user_location(), box))
+
+    def _ordered_after(self, stamp: int, place: Place, selection) -> bool:
+        """Whether a write of ``selection`` through ``place`` is ordered after the one earlier write
+        ``stamp`` of all of it: in this segment, or read whole here through the same tensor
+        (read-modify-write), or a segment this one follows through values it read."""
+        segment = stamp >> _SLOT_BITS
+        if segment == self.segment:
+            return True
+        if stamp & _SLOT_MASK == place.slot and any(
+                _covers(read, selection) for read in self.reads.get((id(place.storage), place.slot), ())):
+            return True
+        return self._follows(segment, self.segment)
 
     def _read_here(self, storage: Storage, slot: int, selection, writer: torch.Tensor) -> torch.Tensor:
         """Units this segment read through ``slot`` that ``slot`` wrote last: a
@@ -416,6 +441,27 @@ class Sanitizer:
 
     def shadow_bytes(self) -> int:
         return sum(storage.shadow_bytes() for storage in self.storages)
+
+
+_LISTED = 64  # up to this many entries, Python's min/max of tolist() is faster than torch's aminmax()
+
+
+def _span(stamps: torch.Tensor) -> tuple[int, int]:
+    """The least and the greatest stamp among a shadow array's entries, as Python ints.  Where they
+    are equal, every check of an access is a comparison of ints: no torch op, whose dispatch (a few
+    µs each, about 15 per access) is what a small access costs."""
+    if stamps.numel() <= _LISTED:
+        values = (stamps if stamps.dim() == 1 else stamps.reshape(-1)).tolist()
+        return min(values), max(values)
+    low, high = stamps.aminmax()
+    return int(low), int(high)
+
+
+def _covers(outer, inner) -> bool:
+    """Whether the units of selection ``outer`` include all of ``inner``'s (False where that takes
+    more than comparing two slices: the caller then checks unit by unit)."""
+    return (isinstance(outer, slice) and isinstance(inner, slice)
+            and outer.start <= inner.start and inner.stop <= outer.stop)
 
 
 def _per_unit(elements: torch.Tensor, unit: int, element_size: int, units: int) -> torch.Tensor:
