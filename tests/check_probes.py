@@ -399,6 +399,22 @@ def reduce_tile_higher_rank_aligned(pypto):
     return kernel
 
 
+def _seven_by_zero_and_two():
+    divisor = zeros(8, 64, dtype=torch.int32)
+    divisor[:, ::2] = 2
+    return [torch.full((8, 64), 7, dtype=torch.int32), divisor, zeros(8, 64, dtype=torch.int32)]
+
+
+@probe("A-DIV-01", inputs=_seven_by_zero_and_two)
+def int_ceil_div_by_zero(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_INT32), y: pypto.Tensor([8, 64], pypto.DT_INT32),
+               out: pypto.Tensor([8, 64], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.ceil_div(x, y)
+    return kernel
+
+
 def _mm_inputs(m=16, k=32, n=16, dtype=torch.bfloat16, out_dtype=torch.float32, batch=()):
     return lambda: [rand(*batch, m, k, dtype=dtype, seed=1), rand(*batch, k, n, dtype=dtype, seed=2),
                     zeros(*batch, m, n, dtype=out_dtype)]

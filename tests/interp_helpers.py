@@ -5,6 +5,7 @@ writing one ``def`` per arity; ``run_op`` runs a tile function on torch tensors 
 returns the output; ``assert_same`` compares bit patterns (NaN-aware, -0 != +0);
 ``round_float_ref``/``round_int_ref`` are independent references for pypto.cast.
 """
+import base64
 import math
 from fractions import Fraction
 
@@ -56,6 +57,12 @@ def run_op(fn, inputs, like, *, tile=VEC_TILE, cube=None):
 
 
 _INT_VIEW = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def decode_entry(entry: dict) -> torch.Tensor:
+    """A tensor as the recorders encode it (``scripts/record_check_fixtures.encode``)."""
+    raw = torch.frombuffer(bytearray(base64.b64decode(entry["base64"])), dtype=torch.uint8)
+    return raw.view(getattr(torch, entry["dtype"])).reshape(entry["shape"])
 
 
 def assert_same(got: torch.Tensor, ref: torch.Tensor) -> None:

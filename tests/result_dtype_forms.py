@@ -40,6 +40,52 @@ def key(form: Form, dts: tuple) -> str:
     return f"{form.name}|{','.join(dts)}"
 
 
+TORCH_DTYPES = {"DT_FP32": "float32", "DT_FP16": "float16", "DT_BF16": "bfloat16", "DT_INT8": "int8",
+                "DT_INT16": "int16", "DT_INT32": "int32", "DT_INT64": "int64", "DT_UINT8": "uint8", "DT_BOOL": "bool"}
+
+
+def kernel_source(form, dts: tuple, result: list) -> str:
+    """Source of a module whose ``build(pypto)`` returns a jit kernel computing the form into
+    ``out`` of the ``result`` [dtype, shape] (pypto's parser reads the source: the annotations
+    are literals), for real pypto and the interpreter alike."""
+    params = [f"t{i}: pypto.Tensor({list(shape)}, pypto.{dt})" for i, (shape, dt) in enumerate(zip(form.shapes, dts))]
+    dtype, shape = result
+    tile = {1: "64", 2: "16, 64", 3: "1, 16, 64"}[max(len(shape), 1)]
+    return (f"def build(pypto):\n"
+            f"    @pypto.frontend.jit\n"
+            f"    def kernel({', '.join(params)}, out: pypto.Tensor({shape}, pypto.{dtype})):\n"
+            f"        pypto.set_vec_tile_shapes({tile})\n"
+            f"        pypto.set_cube_tile_shapes([16, 16], [32, 32], [16, 16])\n"
+            f"        out[:] = {form.expression}\n"
+            f"    return kernel\n")
+
+
+def load_kernel_module(source: str, path):
+    """The module of ``source``, written to ``path`` (a file: pypto's parser and the
+    interpreter read a kernel's source through ``inspect``)."""
+    import importlib.util
+
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def input_values(form: Form, dts: tuple) -> list:
+    """The combination's input tensors, the same for real pypto and the interpreter: small
+    positive integers (no division by zero, valid indices, no domain errors), bools mixed."""
+    import torch
+
+    tensors = []
+    for seed, (shape, dt) in enumerate(zip(form.shapes, dts)):
+        g = torch.Generator().manual_seed(seed)
+        low = 0 if dt == "DT_BOOL" else 1
+        high = 2 if dt == "DT_BOOL" else 5
+        tensors.append(torch.randint(low, high, shape, generator=g).to(getattr(torch, TORCH_DTYPES[dt])))
+    return tensors
+
+
 UNARY = ["abs", "ceil", "cos", "exp", "exp2", "expm1", "floor", "log", "log1p", "log2", "log10", "logical_not",
          "neg", "reciprocal", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "sqrt", "trunc", "clone",
          "isfinite", "signbit", "bitwise_not", "cbrt"]

@@ -12,7 +12,6 @@ Real pypto 0.2.0 decides what is an error: ``test_probe_agrees_with_real_pypto``
 every probe of ``check_probes.py`` and compares with pypto's recorded verdict and
 outputs (``fixtures/checks_pypto.json``); a few run live (``-m pypto``).
 """
-import base64
 import importlib.util
 import json
 import linecache
@@ -28,9 +27,9 @@ import ptogym.interp as pypto
 from ptogym.interp import CHECKS, ConstraintViolation, ConstraintWarning, checks, lenient, runtime
 from ptogym.interp.platform import platform as interp_platform
 from check_probes import PROBES, SUITE_EVIDENCE
-from interp_helpers import assert_same, recorder_output
+from interp_helpers import assert_same, decode_entry, recorder_output
 
-F32, BF16 = pypto.DT_FP32, pypto.DT_BF16
+F32, BF16, I32 = pypto.DT_FP32, pypto.DT_BF16, pypto.DT_INT32
 
 
 @dataclass
@@ -244,6 +243,19 @@ def bf16_24_kernel(x: pypto.Tensor([8, 24], BF16), out: pypto.Tensor([8, 24], BF
              "tile [8, 24]")
 def tile_unaligned():
     bf16_24_kernel(z(8, 24, dtype=torch.bfloat16), z(8, 24, dtype=torch.bfloat16))
+
+
+@pypto.frontend.jit
+def remainder_kernel(x: pypto.Tensor([8, 64], I32), y: pypto.Tensor([8, 64], I32), out: pypto.Tensor([8, 64], I32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.remainder(x, y)  # MARK: int_remainder_by_zero
+
+
+@advice_case("A-DIV-01", "pypto.remainder: 512 integer divisor element(s) are zero")
+def int_remainder_by_zero():
+    out = z(8, 64, dtype=torch.int32)
+    remainder_kernel(torch.full((8, 64), 7, dtype=torch.int32), z(8, 64, dtype=torch.int32), out)
+    assert bool((out == torch.iinfo(torch.int32).min).all())
 
 
 @pypto.frontend.jit
@@ -1134,11 +1146,6 @@ def test_valid_programs_near_the_limits_pass():
 RECORDED = json.loads((pathlib.Path(__file__).parent / "fixtures" / "checks_pypto.json").read_text())
 
 
-def decode(entry: dict) -> torch.Tensor:
-    raw = torch.frombuffer(bytearray(base64.b64decode(entry["base64"])), dtype=torch.uint8)
-    return raw.view(getattr(torch, entry["dtype"])).reshape(entry["shape"])
-
-
 def run_probe(probe):
     """Run a probe on the interpreter: (tensors, advice ids, error or None)."""
     tensors = probe.inputs()
@@ -1188,14 +1195,14 @@ def test_probe_agrees_with_real_pypto(name):
         # an error is what pypto does too, or pypto's own recorded result is garbage
         if recorded["verdict"] == "accepted":
             assert probe.recorded_garbage is not None, f"{name}: pypto accepts it and computes; make it advice"
-            assert probe.recorded_garbage(probe.inputs(), [decode(e) for e in recorded["outputs"]]), name
+            assert probe.recorded_garbage(probe.inputs(), [decode_entry(e) for e in recorded["outputs"]]), name
         return
     assert error is None, error
     assert advice == (set(probe.interp.split(",")) if probe.interp.startswith("A-") else set())
     assert recorded["verdict"] == "accepted", recorded
     assert len(recorded["outputs"]) == len(probe.outputs), f"{name}: re-record it (its outputs changed)"
     for index, entry in zip(probe.outputs, recorded["outputs"]):
-        want = decode(entry)
+        want = decode_entry(entry)
         if probe.atol:
             torch.testing.assert_close(tensors[index].float(), want.float(), atol=probe.atol, rtol=0)
         else:

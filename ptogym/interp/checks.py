@@ -94,6 +94,9 @@ CHECKS = {
 
 #: Documented guidance real pypto accepts: warnings, once per site, silenceable per id.
 ADVICE = {
+    "A-DIV-01": "an integer ceil_div / fmod / remainder by zero has no defined value: pypto's CPU run gives "
+                "the dtype's minimum for ceil_div (and cannot run fmod/remainder: its cost model has no MOD/REM "
+                "pipe), a device what its vector unit gives; the interpreter gives the dtype's minimum",
     "A-OUT-01": "an output parameter the kernel writes only partly (or never) keeps the caller's values "
                 "elsewhere; write every element unless that is meant",
     "A-LOOP-01": "loop_unroll factors should be positive and divide each other, and the step the range: "

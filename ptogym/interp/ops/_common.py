@@ -103,6 +103,39 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
         _checked.add(signature)
 
 
+# --- operand dtypes pypto refuses --------------------------------------------------------
+_INTS = ("DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_UINT8")
+_NARROW = ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL")
+# Per op, the input dtypes real pypto 0.2.0 refuses: while it builds the graph (FC0001 "The
+# datatype is not supported") or when it compiles (the op's verifier: EXPOpError, SQRTOpError...).
+# Recorded for every op form and dtype by scripts/record_result_dtypes.py (both modes); the
+# key "<op>/scalar" is the op with a Python number as its second operand.
+REFUSED_INPUT_DTYPES = {
+    # refused while building the graph
+    "exp2": _NARROW, "expm1": _NARROW, "log": (*_INTS, "DT_BOOL"), "log1p": (*_INTS, "DT_BOOL"),
+    "log2": (*_INTS, "DT_BOOL"), "log10": (*_INTS, "DT_BOOL"), "logical_not": ("DT_INT16", "DT_INT32", "DT_INT64"),
+    "isfinite": ("DT_BOOL",), "bitwise_left_shift": ("DT_INT64",), "bitwise_right_shift": ("DT_INT64",),
+    "gcd": ("DT_INT64",), "maximum/scalar": _NARROW, "minimum/scalar": _NARROW, "cumsum": ("DT_INT64", "DT_UINT8"),
+    "tril": ("DT_INT64", "DT_UINT8", "DT_BOOL"), "triu": ("DT_INT64", "DT_UINT8", "DT_BOOL"),
+    "concat": ("DT_INT64", "DT_UINT8", "DT_BOOL"), "var": (*_INTS, "DT_BOOL"), "clip": _NARROW, "gather": _NARROW,
+    # refused by the op's verifier when compiling
+    "exp": (*_INTS, "DT_BOOL"), "sqrt": (*_INTS, "DT_BOOL"), "reciprocal": (*_INTS, "DT_BOOL"),
+    "round": ("DT_INT16", "DT_INT32"), "abs": ("DT_BOOL",), "neg": ("DT_BOOL",), "relu": ("DT_BOOL",),
+    "sub": ("DT_BOOL",), "div": ("DT_BOOL",), "fmod": ("DT_BOOL",), "remainder": ("DT_BOOL",),
+    "add/scalar": ("DT_BOOL",), "mul/scalar": ("DT_BOOL",), "hypot": (*_INTS, "DT_BOOL"),
+    "copysign": ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL"),
+}
+
+
+def refuse_input_dtype(op: str, t: Tensor, scalar_operand: bool = False) -> None:
+    """C-API-07 where pypto refuses ``t``'s dtype as the input of ``op`` (with a scalar operand:
+    also the ``op/scalar`` entry)."""
+    refused = REFUSED_INPUT_DTYPES.get(op, ()) + (REFUSED_INPUT_DTYPES.get(f"{op}/scalar", ()) if scalar_operand else ())
+    if t.dtype.name in refused:
+        violation("C-API-07", f"pypto.{op} on {t.dtype} {list(_static(t))}: pypto 0.2.0 refuses this input dtype; "
+                              f"cast it first")
+
+
 # --- operand handling ----------------------------------------------------------------
 def _scalar(x):
     if isinstance(x, Element):
@@ -197,7 +230,13 @@ def _leading_ones(t: Tensor, rank: int) -> Tensor:
 _FP32_MAX = 3.4028234663852886e38
 
 
-def _binary(op: str, fn, input, other, *, result_dtype=None):
+def _binary(op: str, fn, input, other, *, result_dtype=None, mixed=None):
+    """``fn`` over two operands (tensor-tensor with broadcasting, or tensor-scalar).  Operands of
+    two dtypes are refused (C-API-01) unless pypto computes them: ``mixed(input_dtype,
+    other_dtype)`` gives the result dtype of those it computes (None: refused; ``result_dtype``
+    where it is fixed), and the
+    values are torch's on the promoted operands, converted to it (as pypto's CPU run does,
+    recorded: fixtures/result_dtypes_compiled_pypto.json)."""
     if not isinstance(input, Tensor):  # pypto builds Element(input.dtype, ...) from the first operand
         violation("C-API-06", f"pypto.{op}({input!r}, ...): the first operand must be a Tensor (pypto refuses a "
                               f"scalar first operand; write the tensor first or use its operator)")
@@ -205,13 +244,18 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         fn_ = fn
         fn = lambda x, y: fn_(y, x)  # noqa: E731 - keep operand order for scalar-first calls
     note_operand(input)
+    refuse_input_dtype(op, input, scalar_operand=not isinstance(other, Tensor))
     if isinstance(other, Tensor):
         note_operand(other)
-        if other.dtype is not input.dtype:
-            violation("C-API-01", f"pypto.{op}: {input.dtype} {list(_static(input))} with {other.dtype} "
-                                  f"{list(_static(other))}; cast one side first")
-        a, b, shape = _broadcast(op, input, other)
         out_dtype = result_dtype or input.dtype
+        if other.dtype is not input.dtype:
+            computed = mixed and mixed(input.dtype, other.dtype)
+            if computed is None:
+                violation("C-API-01", f"pypto.{op}: {input.dtype} {list(_static(input))} with {other.dtype} "
+                                      f"{list(_static(other))}; cast one side first")
+            else:
+                out_dtype = result_dtype or computed
+        a, b, shape = _broadcast(op, input, other)
         data = fn(a, b)
         result = wrap(pad_undefined(op, data, _first_operand_extent(input, other, data.shape)), out_dtype, shape)
         check_vector_tiles(op, input, other, result)
@@ -221,6 +265,8 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
         scalar = _scalar(other)
         if input.dtype.name == "DT_FP32" and isinstance(scalar, float):  # pypto clamps it (measured)
             scalar = builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, scalar))
+        if isinstance(scalar, float) and (result_dtype or input.dtype).is_int:
+            scalar = int(scalar)  # into the integer result's dtype first (recorded: int16 x * 2.5 = x * 2)
         result = wrap(fn(input.data, scalar), result_dtype or input.dtype, list(input._shape))
         check_vector_tiles(op, input, result)
     if result.data.dtype != result.dtype.torch:
@@ -228,8 +274,27 @@ def _binary(op: str, fn, input, other, *, result_dtype=None):
     return result
 
 
-def _unary(op: str, fn, input: Tensor) -> Tensor:
+def integer_division(op: str, fn):
+    """``fn(a, b)`` of an integer division; where an integer divisor is zero, the dtype's
+    minimum, with advice (A-DIV-01), instead of torch's ZeroDivisionError."""
+    def divide(a, b):
+        if a.is_floating_point() or (isinstance(b, torch.Tensor) and b.is_floating_point()):
+            return fn(a, b)
+        zero = torch.as_tensor(b) == 0
+        if not bool(zero.any()):
+            return fn(a, b)
+        advise("A-DIV-01", f"pypto.{op}: {int(zero.sum())} integer divisor element(s) are zero")
+        result = fn(a, torch.where(zero, torch.ones_like(torch.as_tensor(b)), b))
+        low = False if result.dtype == torch.bool else torch.iinfo(result.dtype).min
+        return torch.where(zero, torch.full_like(result, low), result)
+    return divide
+
+
+def _unary(op: str, fn, input: Tensor, result_dtype=None) -> Tensor:
     note_operand(input)
-    result = wrap(fn(input.data), input.dtype, list(input._shape))
+    refuse_input_dtype(op, input)
+    dtype = result_dtype or input.dtype
+    data = fn(input.data)
+    result = wrap(data if data.dtype == dtype.torch else data.to(dtype.torch), dtype, list(input._shape))
     check_vector_tiles(op, input, result)
     return result

@@ -27,6 +27,8 @@ def _check_dtype(op: str, rejected: tuple, *operands) -> None:
 def _bitwise(op: str, fn, rejected: tuple = ()):
     def bitwise(input, other) -> Tensor:
         _check_dtype(op, rejected, input, other)
+        if isinstance(other, float):  # pypto: TypeError "Scalar operand for <op> must be an integer"
+            violation("C-API-06", f"pypto.{op}(..., {other!r}): the scalar operand must be an integer")
         return _binary(op, fn, input, other)
 
     bitwise.__name__ = op

@@ -16,7 +16,8 @@ from ..checks import violation
 from ..dtypes import DT_BOOL, DT_FP32
 from ..symbolic import value_of
 from ..tensor import Tensor, note_operand, wrap
-from ._common import Element, _binary, _scalar, _static, _unary, check_vector_tiles, pad_undefined
+from ._common import (Element, _binary, _scalar, _static, _unary, check_vector_tiles, integer_division,
+                      pad_undefined)
 
 
 def add(input, other, *, alpha=1):
@@ -40,8 +41,41 @@ def div(input, other):
     return _binary("div", lambda a, b: a / b, input, other)
 
 
+def _pow_result_dtype(input_dtype, other_dtype):
+    """The result dtype pypto 0.2.0 gives ``pow`` of two tensors (recorded for all 81 pairs of
+    DT_FP32/FP16/BF16/INT8/INT16/INT32/INT64/UINT8/BOOL): FP32 wins; equal dtypes keep theirs
+    only for FP16, BF16 and INT32 (FP32 otherwise); INT32, then BF16 (not against FP16),
+    yield to the other operand; any other pair gives FP32."""
+    names = (input_dtype.name, other_dtype.name)
+    if "DT_FP32" in names:
+        return DT_FP32
+    if input_dtype is other_dtype:
+        return input_dtype if names[0] in ("DT_FP16", "DT_BF16", "DT_INT32") else DT_FP32
+    for mine, theirs in ((input_dtype, other_dtype), (other_dtype, input_dtype)):
+        if mine.name == "DT_INT32":
+            return theirs
+    for mine, theirs in ((input_dtype, other_dtype), (other_dtype, input_dtype)):
+        if mine.name == "DT_BF16" and theirs.name != "DT_FP16":
+            return theirs
+    return DT_FP32
+
+
 def pow(input, other):
-    return _binary("pow", torch.pow, input, other)
+    if isinstance(other, Tensor):
+        return _binary("pow", _pow_values, input, other, result_dtype=_pow_result_dtype(input.dtype, other.dtype),
+                       mixed=_pow_result_dtype)
+    scalar_into_fp32 = isinstance(other, float) and input.dtype.name in ("DT_INT16", "DT_INT32")  # recorded
+    return _binary("pow", _pow_values, input, other, result_dtype=DT_FP32 if scalar_into_fp32 else None)
+
+
+def _pow_values(a, b):
+    """torch.pow on the promoted operands; two integer or bool tensors in fp64 (pypto computes
+    int8 4 ** 4 = 256 into its FP32 result; torch has no bool pow)."""
+    if isinstance(b, torch.Tensor) and not a.is_floating_point() and not b.is_floating_point():
+        return torch.pow(a.double(), b.double())
+    if a.dtype == torch.bool:
+        a = a.float()
+    return torch.pow(a, b)
 
 
 def maximum(input, other):
@@ -53,11 +87,23 @@ def minimum(input, other):
 
 
 def fmod(input, other):
-    return _binary("fmod", torch.fmod, input, other)
+    return _binary("fmod", integer_division("fmod", torch.fmod), input, other)
 
 
 def remainder(input, other):
-    return _binary("remainder", torch.remainder, input, other)
+    return _binary("remainder", integer_division("remainder", torch.remainder), input, other,
+                   mixed=_int16_takes_any)
+
+
+def _int16_takes_any(input_dtype, other_dtype):
+    """pypto's remainder of a DT_INT16 tensor by a tensor of any dtype is DT_INT16; other
+    pairs of two dtypes it refuses (recorded)."""
+    return input_dtype if input_dtype.name == "DT_INT16" else None
+
+
+def _compared_as_numbers(input_dtype, other_dtype):
+    """pypto compares operands of two dtypes by value (bools as 0/1), recorded for every pair."""
+    return DT_BOOL
 
 
 def _compare(op: str, fn):
@@ -66,7 +112,7 @@ def _compare(op: str, fn):
             violation("C-API-06", f"pypto.{op}(..., {other!r}): pypto's Compare takes a tensor, a float or an "
                                   f"Element, not a Python int (TypeError: incompatible function arguments; "
                                   f"write {float(other)!r})")
-        return _binary(op, fn, input, other, result_dtype=DT_BOOL)
+        return _binary(op, fn, input, other, result_dtype=DT_BOOL, mixed=_compared_as_numbers)
     compare.__name__ = op
     return compare
 
@@ -80,16 +126,37 @@ ge = _compare("ge", torch.ge)
 greater = gt
 
 
-def _unary_op(op: str, fn):
+def _in_fp32(data: torch.Tensor, fn) -> torch.Tensor:
+    """fn computed in fp32 and rounded back to data's dtype once, as pypto computes
+    its composite ops (and rsqrt/log2/log10) for fp16/bf16 inputs; an integer or bool
+    input gets the result rounded half to even (recorded: cos of int16 1 -> 1, rsqrt of 4 -> 0)."""
+    result = fn(data.to(torch.float32))
+    if not data.is_floating_point():
+        result = torch.round(result)
+    return result.to(data.dtype)
+
+
+def _float_math(fn):
+    """A float function; integer and bool inputs are computed in fp32 (``_in_fp32``)."""
+    return lambda d: fn(d) if d.is_floating_point() else _in_fp32(d, fn)
+
+
+def _unary_op(op: str, fn, result_dtype=None):
+    """``result_dtype(input_dtype)``: the result's dtype where it is not the input's."""
     def unary(input):
-        return _unary(op, fn, input)
+        return _unary(op, fn, input, result_dtype and result_dtype(input.dtype))
     unary.__name__ = op
     return unary
 
 
+def _fp32_for_ints(dtype):
+    """pypto computes these ops of an integer tensor into DT_FP32 (recorded: int16, int32)."""
+    return DT_FP32 if dtype.is_int else None
+
+
 exp = _unary_op("exp", torch.exp)
-exp2 = _unary_op("exp2", torch.exp2)
-expm1 = _unary_op("expm1", torch.expm1)
+exp2 = _unary_op("exp2", lambda d: torch.exp2(d if d.is_floating_point() else d.float()), _fp32_for_ints)
+expm1 = _unary_op("expm1", lambda d: torch.expm1(d if d.is_floating_point() else d.float()), _fp32_for_ints)
 log = _unary_op("log", torch.log)
 log2 = _unary_op("log2", lambda d: _in_fp32(d, lambda x: torch.log(x) / math.log(2.0)))
 log10 = _unary_op("log10", lambda d: _in_fp32(d, lambda x: torch.log(x) / math.log(10.0)))
@@ -108,13 +175,13 @@ def sigmoid(input: Tensor) -> Tensor:
     result = _unary("sigmoid", lambda d: _in_fp32(d, lambda x: torch.reciprocal(torch.exp(x * -1.0) + 1.0)), input)
     result.data = pad_undefined("sigmoid", result.data, _static(input))
     return result
-sin = _unary_op("sin", torch.sin)
-cos = _unary_op("cos", torch.cos)
-ceil = _unary_op("ceil", torch.ceil)
-floor = _unary_op("floor", torch.floor)
-trunc = _unary_op("trunc", torch.trunc)
+sin = _unary_op("sin", _float_math(torch.sin))
+cos = _unary_op("cos", _float_math(torch.cos))
+ceil = _unary_op("ceil", _float_math(torch.ceil))
+floor = _unary_op("floor", _float_math(torch.floor))
+trunc = _unary_op("trunc", _float_math(torch.trunc))
 sign = _unary_op("sign", torch.sign)
-logical_not = _unary_op("logical_not", torch.logical_not)
+logical_not = _unary_op("logical_not", torch.logical_not, lambda dtype: DT_BOOL)
 clone = _unary_op("clone", torch.clone)
 
 
@@ -154,12 +221,6 @@ def where(condition: Tensor, input, other) -> Tensor:
     result = wrap(data, dtype, shape)
     check_vector_tiles("where", condition, result)
     return result
-
-
-def _in_fp32(data: torch.Tensor, fn) -> torch.Tensor:
-    """fn computed in fp32 and rounded back to data's dtype once, as pypto computes
-    its composite ops (and rsqrt/log2/log10) for fp16/bf16 inputs."""
-    return fn(data.to(torch.float32)).to(data.dtype)
 
 
 def _softmax_fp32(x: torch.Tensor, dim: int) -> torch.Tensor:

@@ -6,6 +6,7 @@ import torch
 from ..checks import violation
 from .. import trace
 from ..tensor import ScatteredRows, Tensor, note_operand, wrap
+from ._common import refuse_input_dtype
 
 
 def _check_index(op: str, index: Tensor, bound: int) -> None:
@@ -29,6 +30,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     note_operand(input)
+    refuse_input_dtype("gather", input)
     _check_index("gather", index, input.data.shape[dim])
     return wrap(torch.gather(input.data, dim, index.data.long()), input.dtype, list(index._shape))
 

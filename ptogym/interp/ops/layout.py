@@ -8,7 +8,7 @@ import torch
 from ..checks import violation
 from ..symbolic import value_of
 from ..tensor import Tensor, note_operand, wrap
-from ._common import check_vector_tiles
+from ._common import check_vector_tiles, refuse_input_dtype
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
@@ -26,6 +26,7 @@ def concat(tensors: list, dim: int = 0) -> Tensor:
     it (recorded: probes ``concat_tail_*``).  Tail tiles of unequal valid extents leave gaps
     of invalid data, held as zeros inside the result's valid box."""
     first = tensors[0]
+    refuse_input_dtype("concat", first)
     for t in tensors:
         note_operand(t)
         if t.dtype is not first.dtype:

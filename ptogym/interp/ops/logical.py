@@ -7,7 +7,7 @@ import torch
 
 from ..dtypes import DT_BOOL
 from ..tensor import Tensor, note_operand, wrap
-from ._common import _broadcast, check_vector_tiles
+from ._common import _broadcast, check_vector_tiles, refuse_input_dtype
 
 
 def logical_and(input: Tensor, other: Tensor) -> Tensor:
@@ -22,6 +22,7 @@ def logical_and(input: Tensor, other: Tensor) -> Tensor:
 def _predicate(op: str, fn):
     def predicate(input: Tensor) -> Tensor:
         note_operand(input)
+        refuse_input_dtype(op, input)
         result = wrap(fn(input.data), DT_BOOL, list(input._shape))
         check_vector_tiles(op, input, result)
         return result

@@ -7,18 +7,30 @@ from __future__ import annotations
 import torch
 
 from ..checks import violation
-from ..dtypes import DT_INT32
+from ..dtypes import DT_FP32, DT_INT32
 from ..tensor import Tensor, note_operand, wrap
-from ._common import Element, _binary, _unary, check_vector_tiles
+from ._common import Element, _binary, _unary, check_vector_tiles, integer_division
 from .elementwise import abs, pow
 
 
 def hypot(input: Tensor, other: Tensor) -> Tensor:
-    return _binary("hypot", torch.hypot, input, other)
+    """A float input takes an ``other`` of any dtype, the result in the input's (recorded)."""
+    return _binary("hypot", lambda a, b: torch.hypot(a, b.to(a.dtype)), input, other,
+                   mixed=lambda input_dtype, other_dtype: input_dtype if input_dtype.is_float else None)
+
+
+def _copysign_result_dtype(input_dtype, other_dtype):
+    """pypto's copysign: any pair of DT_FP32/INT16/INT32 gives DT_FP32 (equal int dtypes too);
+    other pairs of two dtypes it refuses (recorded for all 81 pairs)."""
+    if {input_dtype.name, other_dtype.name} <= {"DT_FP32", "DT_INT16", "DT_INT32"}:
+        return DT_FP32
+    return None
 
 
 def copysign(input: Tensor, other: Tensor) -> Tensor:
-    return _binary("copysign", torch.copysign, input, other)
+    result_dtype = _copysign_result_dtype(input.dtype, other.dtype) if isinstance(other, Tensor) else None
+    return _binary("copysign", lambda a, b: torch.copysign(a.float(), b), input, other, result_dtype=result_dtype,
+                   mixed=_copysign_result_dtype)
 
 
 def cbrt(input: Tensor) -> Tensor:
@@ -37,7 +49,8 @@ def ceil_div(input: Tensor, other) -> Tensor:
     for x in (input, other):
         if isinstance(x, Tensor) and x.dtype is not DT_INT32:
             violation("C-API-07", f"pypto.ceil_div on {x.dtype}; only DT_INT32")
-    return _binary("ceil_div", lambda a, b: -torch.div(-a, b, rounding_mode="floor"), input, other)
+    return _binary("ceil_div", integer_division("ceil_div", lambda a, b: -torch.div(-a, b, rounding_mode="floor")),
+                   input, other)
 
 
 def lrelu(input: Tensor, negative_slope=0.01) -> Tensor:

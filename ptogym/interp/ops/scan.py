@@ -5,12 +5,13 @@ import torch
 
 from ..checks import violation
 from ..tensor import Tensor, note_operand, wrap
-from ._common import check_vector_tiles
+from ._common import check_vector_tiles, refuse_input_dtype
 
 
 def cumsum(input: Tensor, dim: int) -> Tensor:
     """Running sum along ``dim``, in the input dtype (same shape)."""
     note_operand(input)
+    refuse_input_dtype("cumsum", input)
     rank = input.dim()
     if not -rank <= dim < rank:
         violation("C-API-06", f"pypto.cumsum: dim {dim} out of range for rank {rank}")

@@ -11,7 +11,7 @@ from ..checks import violation
 from ..dtypes import DT_FP32
 from ..symbolic import value_of
 from ..tensor import Tensor, note_operand, reshape, wrap
-from ._common import check_vector_tiles
+from ._common import check_vector_tiles, refuse_input_dtype
 from .cast import cast
 from .creation import full
 from .elementwise import div, mul, sqrt
@@ -32,6 +32,7 @@ def var(input: Tensor, dim=None, correction: float = 1, keepdim: bool = False) -
     """sum((x - mean)^2) / max(0, N - correction) over ``dim`` (all axes when None), computed
     in FP32 and rounded once to the input dtype (bitwise as pypto 0.2.0 for BF16)."""
     note_operand(input)
+    refuse_input_dtype("var", input)
     axes = _axes("var", input, dim)
     data = input.data.float() if input.dtype.is_float else input.data.double()
     result = torch.var(data, axes, correction=correction, keepdim=keepdim)
