@@ -50,7 +50,8 @@ def kernel_source(form, dts: tuple, result: list) -> str:
     are literals), for real pypto and the interpreter alike."""
     params = [f"t{i}: pypto.Tensor({list(shape)}, pypto.{dt})" for i, (shape, dt) in enumerate(zip(form.shapes, dts))]
     dtype, shape = result
-    tile = {1: "64", 2: "16, 64", 3: "1, 16, 64"}[max(len(shape), 1)]
+    rank = max(len(shape), *(len(s) for s in form.shapes))  # a tile of rank >= every operand's
+    tile = {1: "64", 2: "16, 64", 3: "1, 16, 64"}[rank]
     return (f"def build(pypto):\n"
             f"    @pypto.frontend.jit\n"
             f"    def kernel({', '.join(params)}, out: pypto.Tensor({shape}, pypto.{dtype})):\n"

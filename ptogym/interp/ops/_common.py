@@ -123,7 +123,8 @@ REFUSED_INPUT_DTYPES = {
     "round": ("DT_INT16", "DT_INT32"), "abs": ("DT_BOOL",), "neg": ("DT_BOOL",), "relu": ("DT_BOOL",),
     "sub": ("DT_BOOL",), "div": ("DT_BOOL",), "fmod": ("DT_BOOL",), "remainder": ("DT_BOOL",),
     "add/scalar": ("DT_BOOL",), "mul/scalar": ("DT_BOOL",), "hypot": (*_INTS, "DT_BOOL"),
-    "copysign": ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL"),
+    "copysign": ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL"), "bitwise_and/scalar": ("DT_BOOL",),
+    "bitwise_or/scalar": ("DT_BOOL",), "bitwise_xor/scalar": ("DT_BOOL",),
 }
 
 
@@ -265,8 +266,8 @@ def _binary(op: str, fn, input, other, *, result_dtype=None, mixed=None):
         scalar = _scalar(other)
         if input.dtype.name == "DT_FP32" and isinstance(scalar, float):  # pypto clamps it (measured)
             scalar = builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, scalar))
-        if isinstance(scalar, float) and (result_dtype or input.dtype).is_int:
-            scalar = int(scalar)  # into the integer result's dtype first (recorded: int16 x * 2.5 = x * 2)
+        if isinstance(scalar, float) and input.dtype.is_int and not (result_dtype or input.dtype).is_float:
+            scalar = int(scalar)  # into the integer tensor's dtype first (recorded: x * 2.5 = x * 2, x < 2.5 = x < 2)
         result = wrap(fn(input.data, scalar), result_dtype or input.dtype, list(input._shape))
         check_vector_tiles(op, input, result)
     if result.data.dtype != result.dtype.torch:

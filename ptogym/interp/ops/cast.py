@@ -80,6 +80,9 @@ def cast(input: Tensor, dtype: DataType, mode: CastMode = CastMode.CAST_NONE,
          satmode: SaturationMode = SaturationMode.OFF) -> Tensor:
     """Convert to dtype (see the module docstring for the exact rules)."""
     note_operand(input)
+    if input.dtype.name == "DT_BOOL" and dtype.is_int:  # recorded: pypto's verifier refuses it (CASTOpError)
+        violation("C-API-07", f"pypto.cast of a DT_BOOL tensor to {dtype}: pypto 0.2.0 refuses it; cast to a float "
+                              f"type (then to {dtype})")
     if dtype is input.dtype and mode is CastMode.CAST_NONE and satmode is SaturationMode.OFF:
         return input
     x, target = input.data, dtype.torch

@@ -64,13 +64,20 @@ def pow(input, other):
     if isinstance(other, Tensor):
         return _binary("pow", _pow_values, input, other, result_dtype=_pow_result_dtype(input.dtype, other.dtype),
                        mixed=_pow_result_dtype)
+    if isinstance(other, float) and input.dtype.name in ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL"):
+        violation("C-API-07", f"pypto.pow of a {input.dtype} tensor by a float: pypto 0.2.0 refuses it (LNOpError); "
+                              f"cast it first")
     scalar_into_fp32 = isinstance(other, float) and input.dtype.name in ("DT_INT16", "DT_INT32")  # recorded
     return _binary("pow", _pow_values, input, other, result_dtype=DT_FP32 if scalar_into_fp32 else None)
 
 
 def _pow_values(a, b):
     """torch.pow on the promoted operands; two integer or bool tensors in fp64 (pypto computes
-    int8 4 ** 4 = 256 into its FP32 result; torch has no bool pow)."""
+    int8 4 ** 4 = 256 into its FP32 result; torch has no bool pow); a fractional float exponent
+    other than 0.5 as pypto computes it, exp(b * ln(a)) in fp32 (measured bitwise for 1.5 and 2.5,
+    where torch.pow is 1 ulp off; 0.5 and integral exponents are torch.pow's)."""
+    if isinstance(b, float) and not b.is_integer() and b != 0.5:
+        return torch.exp(b * torch.log(a.float()))
     if isinstance(b, torch.Tensor) and not a.is_floating_point() and not b.is_floating_point():
         return torch.pow(a.double(), b.double())
     if a.dtype == torch.bool:
@@ -203,14 +210,30 @@ def _bound(fn):
     return lambda a, b: fn(a, torch.as_tensor(b, dtype=a.dtype, device=a.device))
 
 
+def _where_takes(first, second) -> bool:
+    """Whether pypto's where takes a ``second`` value tensor with a ``first`` (recorded for all 81
+    pairs): the result is the first's dtype, which must hold the second's values - DT_FP32 takes
+    any, FP16/BF16 any integer or bool, an integer type integers (and bools) no wider than itself."""
+    if first is second or first.name == "DT_FP32":
+        return True
+    if first.is_float:
+        return not second.is_float
+    return first.is_int and not second.is_float and second.nbytes <= first.nbytes
+
+
 def where(condition: Tensor, input, other) -> Tensor:
     note_operand(condition)
     if condition.dtype is not DT_BOOL:
         violation("C-API-06", f"pypto.where: condition is {condition.dtype}, needs DT_BOOL")
     values = [x.data if isinstance(x, Tensor) else _scalar(x) for x in (input, other)]
-    if all(isinstance(x, Tensor) for x in (input, other)) and input.dtype is not other.dtype:
-        violation("C-API-01", f"pypto.where: {input.dtype} vs {other.dtype}")
     ref = input if isinstance(input, Tensor) else other
+    scalar = other if ref is input else input
+    if isinstance(ref, Tensor) and not ref.dtype.is_float and isinstance(scalar, float):
+        violation("C-API-07", f"pypto.where: a {ref.dtype} tensor with the float {scalar!r}: pypto 0.2.0 refuses it "
+                              f"(recorded); pass an int or cast the tensor")
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and not _where_takes(input.dtype, other.dtype):
+        violation("C-API-07", f"pypto.where: a {other.dtype} second value with a {input.dtype} first: pypto 0.2.0 "
+                              f"refuses the pair (WHERE_TTOpError); cast one")
     if isinstance(ref, Tensor):
         dtype, shape = ref.dtype, [builtins.max(value_of(a), value_of(b)) for a, b in zip(condition._shape, ref._shape)]
     else:  # two scalars: pypto makes a Python number an Element of DT_FP32; the shape is the condition's
