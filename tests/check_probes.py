@@ -399,6 +399,28 @@ def reduce_tile_higher_rank_aligned(pypto):
     return kernel
 
 
+def _class_ids():
+    return [torch.arange(8, dtype=torch.int32) % 4, zeros(8, 16, dtype=torch.int32)]
+
+
+@probe("ok", inputs=_class_ids)
+def one_hot_tile_classes(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8], pypto.DT_INT32), out: pypto.Tensor([8, 16], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 16)
+        out[:] = pypto.one_hot(x, 16)
+    return kernel
+
+
+@probe("C-TILE-10", inputs=_class_ids)
+def one_hot_tile_not_classes(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8], pypto.DT_INT32), out: pypto.Tensor([8, 16], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.one_hot(x, 16)
+    return kernel
+
+
 def _seven_by_zero_and_two():
     divisor = zeros(8, 64, dtype=torch.int32)
     divisor[:, ::2] = 2

@@ -8,8 +8,10 @@ writes the result's dtype and shape, or the error, to
 ``tests/fixtures/result_dtypes_pypto.json``; ``tests/test_result_dtypes.py`` runs the
 same expressions through ``ptogym.interp`` and compares.
 
-What this does not cover: rules pypto applies only in a compiler pass (after the graph is
-built), which the check probes (``check_probes.py``) record per kernel.
+``--compiled`` goes further: every combination the graph builder accepts becomes a kernel
+(``kernel_source``) that real pypto compiles and runs, so the rules of its compiler passes and
+the values of its CPU run are recorded too (``fixtures/result_dtypes_compiled_pypto.json``);
+the test runs the same kernel source on the interpreter.
 """
 from dataclasses import dataclass
 from itertools import product

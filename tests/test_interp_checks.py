@@ -246,6 +246,17 @@ def tile_unaligned():
 
 
 @pypto.frontend.jit
+def one_hot_kernel(x: pypto.Tensor([8], I32), out: pypto.Tensor([8, 16], I32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    out[:] = pypto.one_hot(x, 16)  # MARK: tile_one_hot_classes
+
+
+@case("C-TILE-10", "pypto.one_hot(..., 16) under vec tile [8, 64]", "last dim 64 must equal num_classes")
+def tile_one_hot_classes():
+    one_hot_kernel(torch.arange(8, dtype=torch.int32) % 4, z(8, 16, dtype=torch.int32))
+
+
+@pypto.frontend.jit
 def remainder_kernel(x: pypto.Tensor([8, 64], I32), y: pypto.Tensor([8, 64], I32), out: pypto.Tensor([8, 64], I32)):
     pypto.set_vec_tile_shapes(8, 64)
     out[:] = pypto.remainder(x, y)  # MARK: int_remainder_by_zero

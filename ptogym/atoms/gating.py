@@ -11,8 +11,16 @@ Softmax is exp(x - rowmax) / rowsum.  A dropped group's experts are pushed to
 ``-DROPPED_GROUP_PENALTY`` (Hugging Face fills -inf): the kept experts' choice scores
 are unchanged bit for bit, so the selection among them is the same.
 """
+FP32_PER_BLOCK = 8  # fp32 elements in 32 bytes
 DROPPED_GROUP_PENALTY = 1e30
 RENORM_EPS = 1e-20  # DeepSeek-V3's denominator guard; below one fp32 ulp of any sum of scores >= 1e-12
+
+
+def reduction_tile(extent: int) -> int:
+    """A vector tile's last dim for fp32 rows of ``extent`` reduced along that axis: pypto
+    refuses a reduction under a last tile dim that is not 32-byte aligned (FC1001, C-TILE-09),
+    and clamps a larger one to the extent, so ``extent`` rounded up to 8."""
+    return -(-extent // FP32_PER_BLOCK) * FP32_PER_BLOCK
 
 
 def router_scores(pypto, logits_fp32, scoring):

@@ -62,6 +62,8 @@ CHECKS = {
     "C-TILE-08": "the vector tile rank must be at least the rank of the op's tensors (its leading entries apply)",
     "C-TILE-09": "a reduction along the last axis needs the vector tile's last dim x dtype bytes 32-byte aligned "
                  "(pypto: FC1001 \"the tileShape of last axis need to 32Byte align\")",
+    "C-TILE-10": "pypto.one_hot needs the vector tile's last dim equal to num_classes (pypto: FC1000 \"The "
+                 "numClasses and last axis of tileshape should be equal\")",
     "C-VIEW-02": "shape, offsets and valid_shape must have the source's rank",
     "C-VIEW-03": "view offsets and valid_shape entries must be >= 0",
     "C-ASSEMBLE-01": "an assembled tile must lie inside its destination",

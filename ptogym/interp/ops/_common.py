@@ -122,7 +122,7 @@ REFUSED_INPUT_DTYPES = {
     "exp": (*_INTS, "DT_BOOL"), "sqrt": (*_INTS, "DT_BOOL"), "reciprocal": (*_INTS, "DT_BOOL"),
     "round": ("DT_INT16", "DT_INT32"), "abs": ("DT_BOOL",), "neg": ("DT_BOOL",), "relu": ("DT_BOOL",),
     "sub": ("DT_BOOL",), "div": ("DT_BOOL",), "fmod": ("DT_BOOL",), "remainder": ("DT_BOOL",),
-    "add/scalar": ("DT_BOOL",), "mul/scalar": ("DT_BOOL",), "hypot": (*_INTS, "DT_BOOL"),
+    "add/scalar": ("DT_BOOL",), "mul/scalar": ("DT_BOOL",), "hypot": (*_INTS, "DT_BOOL"), "lrelu": (*_INTS, "DT_BOOL"),
     "copysign": ("DT_INT8", "DT_INT64", "DT_UINT8", "DT_BOOL"), "bitwise_and/scalar": ("DT_BOOL",),
     "bitwise_or/scalar": ("DT_BOOL",), "bitwise_xor/scalar": ("DT_BOOL",),
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import runtime
 from ..checks import violation
 from ..dtypes import DT_INT32, DT_INT64
 from ..enums import ScatterMode
@@ -119,6 +120,11 @@ def one_hot(input: Tensor, num_classes: int) -> Tensor:
     if num_classes <= 0:
         raise RuntimeError("num_classes must be a positive integer" if num_classes != -1 else
                            "num_classes must be specified")
+    tile = runtime.current().vec_tile
+    rank = input.dim() + 1
+    if tile is not None and len(tile) >= rank and tile[rank - 1] != num_classes:
+        violation("C-TILE-10", f"pypto.one_hot(..., {num_classes}) under vec tile {list(tile)}: its last dim "
+                               f"{tile[rank - 1]} must equal num_classes")
     positions = _index_data("one_hot", input, num_classes, "input")
     data = torch.nn.functional.one_hot(positions, num_classes).to(input.data.dtype)
     result = wrap(data, input.dtype, list(input._shape) + [num_classes])

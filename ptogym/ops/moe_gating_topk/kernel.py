@@ -6,7 +6,7 @@ the choice, drop all but the best groups, take the top k, gather the unbiased
 scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hold
 whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
 """
-from ptogym.atoms.gating import drop_groups, group_scores, router_scores, topk_weights
+from ptogym.atoms.gating import drop_groups, group_scores, reduction_tile, router_scores, topk_weights
 from ptogym.atoms.signature import optional_input
 
 UNROLL = (128, 32, 8, 1)  # rows per block
@@ -34,14 +34,14 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
 
     def gate_block(logits, bias, weights_out, ids_out, row, size):
         rows = min(size, tile_rows)
-        pypto.set_vec_tile_shapes(rows, experts)
+        pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         tile = pypto.view(logits, [size, experts], [row, 0])
         scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)
         choice = pypto.add(scores, bias) if has_bias else scores
         if num_groups > 1:
-            pypto.set_vec_tile_shapes(rows, num_groups, group_size)
+            pypto.set_vec_tile_shapes(rows, num_groups, reduction_tile(group_size))
             choice = drop_groups(pypto, choice, group_scores(pypto, choice, num_groups), topk_groups)
-            pypto.set_vec_tile_shapes(rows, experts)
+            pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         _, ids = pypto.topk(choice, top_k, -1, True)
         pypto.assemble(topk_weights(pypto, scores, ids, renormalize, scaling), [row, 0], weights_out)
         pypto.assemble(ids, [row, 0], ids_out)
