@@ -540,6 +540,21 @@ def test_matmul_int8_to_int32_exact():
     assert_same(mm(a, b, torch.int32), exact.to(torch.int32))
 
 
+@pytest.mark.parametrize("rows", ["typical", "extreme"])
+def test_matmul_int8_to_int32_exact_at_large_k(rows):
+    """K = 5000 (past 2**24 / 2**14 products), on quantised-looking activations and on
+    rows and columns of -128 whose every partial sum is as large as int8 allows."""
+    k = 5000
+    a = (rand(torch.float32, (8, k), seed=40, low=-1, high=1) * 127).round().to(torch.int8)
+    b = rand(torch.int8, (k, 32), seed=41, low=-128, high=127)
+    if rows == "extreme":
+        a[:3], b[:, :5] = -128, -128
+    exact = torch.matmul(a.long(), b.long())
+    assert torch.matmul(a.long().abs(), b.long().abs()).max() > 2**24  # one fp32 pass over K is not bound exact
+    assert_same(mm(a, b, torch.int32), exact.to(torch.int32))
+    assert_same(mm(a, b.t().contiguous(), torch.int32, b_trans=True), exact.to(torch.int32))
+
+
 def bf16_accumulate(a, b):
     """What a kernel accumulating in bf16 would compute: round after every add."""
     acc = torch.zeros(a.shape[0], b.shape[1], dtype=torch.bfloat16)
