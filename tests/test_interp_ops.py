@@ -47,6 +47,18 @@ BINARY = {
 INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "fmod", "remainder"]
 
 
+def test_op_results_carry_what_a_constructed_tensor_does():
+    """``wrap`` builds op results without Tensor's constructor (hot): every slot must
+    still hold what the constructor would set."""
+    from ptogym.interp.tensor import Tensor, wrap
+
+    data = torch.zeros(2, 3)
+    built, wrapped = Tensor([2, 3], pypto.DT_FP32, _data=data), wrap(data, pypto.DT_FP32, [2, 3])
+    assert wrapped.data is built.data
+    for slot in set(Tensor.__slots__) - {"__weakref__", "data"}:
+        assert getattr(wrapped, slot) == getattr(built, slot), slot
+
+
 @pytest.mark.parametrize("name,dtype", [(n, d) for n in BINARY for d in FLOATS] +
                          [(n, torch.int32) for n in INT_BINARY], ids=str)
 def test_binary_tensor_tensor(name, dtype):

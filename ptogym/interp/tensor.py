@@ -180,9 +180,6 @@ class Tensor:
         self.record, self.region, self.segment = other.record, other.region, other.segment
 
 
-_new_tensor = object.__new__
-
-
 def _default_device():
     """Kernel-created tensors live with the kernel's arguments (CPU outside a kernel)."""
     return runtime.current().device or torch.device("cpu")
@@ -200,7 +197,7 @@ def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     if dtype is None or shape is None:
         result = Tensor(shape, dtype, _data=data)
     else:  # (hot: every op's result) what Tensor(shape, dtype, _data=data) sets, without its argument handling
-        result = _new_tensor(Tensor)
+        result = object.__new__(Tensor)
         result.spec_shape, result._shape, result.dtype, result.name, result.data = shape, list(shape), dtype, "", data
         result.record = result.region = result.cache_policy = result.segment = None
         result.owns_storage = False
