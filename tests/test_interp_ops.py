@@ -47,6 +47,18 @@ BINARY = {
 INT_BINARY = ["add", "sub", "mul", "maximum", "minimum", "fmod", "remainder"]
 
 
+def test_op_results_carry_what_a_constructed_tensor_does():
+    """``wrap`` builds op results without Tensor's constructor (hot): every slot must
+    still hold what the constructor would set."""
+    from ptogym.interp.tensor import Tensor, wrap
+
+    data = torch.zeros(2, 3)
+    built, wrapped = Tensor([2, 3], pypto.DT_FP32, _data=data), wrap(data, pypto.DT_FP32, [2, 3])
+    assert wrapped.data is built.data
+    for slot in set(Tensor.__slots__) - {"__weakref__", "data"}:
+        assert getattr(wrapped, slot) == getattr(built, slot), slot
+
+
 @pytest.mark.parametrize("name,dtype", [(n, d) for n in BINARY for d in FLOATS] +
                          [(n, torch.int32) for n in INT_BINARY], ids=str)
 def test_binary_tensor_tensor(name, dtype):
@@ -540,6 +552,21 @@ def test_matmul_int8_to_int32_exact():
     exact = torch.matmul(a.long(), b.long())
     assert exact.abs().max() > 2**16  # beyond fp16/bf16 exactness
     assert_same(mm(a, b, torch.int32), exact.to(torch.int32))
+
+
+@pytest.mark.parametrize("rows", ["typical", "extreme"])
+def test_matmul_int8_to_int32_exact_at_large_k(rows):
+    """K = 5000 (past 2**24 / 2**14 products), on quantised-looking activations and on
+    rows and columns of -128 whose every partial sum is as large as int8 allows."""
+    k = 5000
+    a = (rand(torch.float32, (8, k), seed=40, low=-1, high=1) * 127).round().to(torch.int8)
+    b = rand(torch.int8, (k, 32), seed=41, low=-128, high=127)
+    if rows == "extreme":
+        a[:3], b[:, :5] = -128, -128
+    exact = torch.matmul(a.long(), b.long())
+    assert torch.matmul(a.long().abs(), b.long().abs()).max() > 2**24  # one fp32 pass over K is not bound exact
+    assert_same(mm(a, b, torch.int32), exact.to(torch.int32))
+    assert_same(mm(a, b.t().contiguous(), torch.int32, b_trans=True), exact.to(torch.int32))
 
 
 def bf16_accumulate(a, b):

@@ -5,6 +5,10 @@ float operands accumulate in fp32 and round once to ``out_dtype``.  The int8 W8A
 form multiplies int8 x int8 into an exact int32 accumulator and dequantises it
 (AT-06) with the per-token activation scale and the per-channel weight scale.
 """
+import functools
+
+from ptogym.tune.space import hashable
+
 from .quant import dequant
 
 
@@ -190,16 +194,24 @@ def projection_violations(k: int, n: int, element_bytes: int, block_sizes, **til
     """Why a projection kernel cannot multiply by a [n, k] weight, before it runs: K at
     or past the ND inner-axis limit, or a block size whose tiles (``kernel_tile_shapes``,
     the function the kernel itself calls) pypto refuses.  Every block size of the
-    kernel's ``loop_unroll`` is checked, as pypto compiles them all."""
+    kernel's ``loop_unroll`` is checked, as pypto compiles them all.  (Operators ask on
+    every call, and the answer depends on these numbers alone: it is remembered.)"""
+    options = tuple(sorted((name, hashable(value)) for name, value in tile_options.items()))
+    return list(_projection_violations(k, n, element_bytes, tuple(block_sizes), options))
+
+
+@functools.lru_cache(maxsize=1024)
+def _projection_violations(k: int, n: int, element_bytes: int, block_sizes: tuple, tile_options: tuple) -> tuple:
     if problems := inner_axis_violations(k):
-        return problems
+        return tuple(problems)
+    tile_options = dict(tile_options)
     for rows in block_sizes:
         tiles = kernel_tile_shapes(rows, k, n, element_bytes, **tile_options)
         if problems := cube_tile_violations(tiles, element_bytes):
-            return [f"weight: [N={n}, K={k}] with {element_bytes}-byte elements cannot be tiled for the cube: for "
+            return (f"weight: [N={n}, K={k}] with {element_bytes}-byte elements cannot be tiled for the cube: for "
                     f"{rows}-token blocks the tiles m{tiles[0]} k{tiles[1]} n{tiles[2]}: {'; '.join(problems)} "
-                    f"(pypto's cube tile rules)"]
-    return []
+                    f"(pypto's cube tile rules)",)
+    return ()
 
 
 def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):

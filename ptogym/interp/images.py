@@ -1,8 +1,10 @@
-"""Converted images of tensors that nothing has written since: a weight is converted to
-fp32 once, not on every token block (or call) that multiplies with it.
+"""Images of tensors that nothing has written since: a weight is converted to fp32 once
+(and its int8 K-chunk norms computed once, ``ops/matmul``), not on every token block
+(or call) that multiplies with it.
 
-``converted(t, dtype)`` returns ``t.to(dtype)``, bit for bit, reusing an earlier
-conversion of the same view (storage, offset, shape, strides, dtype) while the
+``converted(t, dtype)`` returns ``t.to(dtype)``, bit for bit, and ``derived(t, kind,
+compute)`` returns ``compute(t)``, each reusing an earlier result for the same view
+(storage, offset, shape, strides, dtype) and the same dtype or ``kind`` while the
 tensor's version counter - shared by every view of a storage and bumped by every
 in-place write, the interpreter's ``assemble`` included - is unchanged.  An entry holds
 only a weak reference to the tensor at the root of the view chain: when the caller
@@ -42,17 +44,25 @@ def _drop(key) -> None:
 
 def converted(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``t.to(dtype)``, reused while ``t`` is unchanged (see the module docstring)."""
+    if t.dtype == dtype:
+        return t
+    return derived(t, dtype, lambda source: source.to(dtype))
+
+
+def derived(t: torch.Tensor, kind, compute) -> torch.Tensor:
+    """``compute(t)`` (a tensor that depends on ``t``'s values alone, ``kind`` naming
+    the computation), reused while ``t`` is unchanged (see the module docstring)."""
     global _bytes
-    if t.dtype == dtype or t.numel() < MIN_ELEMENTS or t.requires_grad or t.is_inference():
-        return t.to(dtype)
-    key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, dtype, t.device)
+    if t.numel() < MIN_ELEMENTS or t.requires_grad or t.is_inference():
+        return compute(t)
+    key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, kind, t.device)
     root, version = _root(t), t._version
     with _lock:
         entry = _images.get(key)
         if entry is not None and entry[0]() is root and entry[1] == version:
             _images.move_to_end(key)
             return entry[2]
-    image = t.to(dtype)
+    image = compute(t)
     size = image.numel() * image.element_size()
     if size > _LIMIT_BYTES:
         return image

@@ -27,6 +27,9 @@ class PlatformProfile:
     clock_ghz: float = 1.8
     assumed: bool = False
 
+    def __hash__(self) -> int:  # (hot: a key of every op's checked-signature cache) equal profiles share a name
+        return hash(self.npuarch)
+
 
 PROFILES = {
     "DAV_2201": PlatformProfile("DAV_2201", cube_cores=24, vector_cores=48, ub_bytes=196608,

@@ -194,7 +194,13 @@ def _derived(src: Tensor, data: torch.Tensor, shape) -> Tensor:
 
 def wrap(data: torch.Tensor, dtype=None, shape=None) -> Tensor:
     """An op result: fresh data, no storage bookkeeping."""
-    result = Tensor(shape, dtype, _data=data)
+    if dtype is None or shape is None:
+        result = Tensor(shape, dtype, _data=data)
+    else:  # (hot: every op's result) what Tensor(shape, dtype, _data=data) sets, without its argument handling
+        result = object.__new__(Tensor)
+        result.spec_shape, result._shape, result.dtype, result.name, result.data = shape, list(shape), dtype, "", data
+        result.record = result.region = result.cache_policy = result.segment = None
+        result.owns_storage = False
     if sanitizer.active:  # the sanitizer follows values carried from one segment to another
         result.segment = sanitizer.produced()
     if trace.recorders:  # ptogym bisect is recording op results

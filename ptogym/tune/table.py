@@ -13,6 +13,7 @@ table takes effect in a running process too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 from pathlib import Path
@@ -24,25 +25,35 @@ from .space import hashable
 TABLE_FILE = "tuned.json"
 _overrides: dict[str, dict] = {}
 _loaded: dict[str, tuple] = {}  # path -> (mtime_ns, table)
+_merged: dict[tuple, dict] = {}  # (path, mtime_ns, bands) -> the parameters table_params gives
 
 
 class TableError(ValueError):
     """A tuned table that cannot be read or does not have the expected form."""
 
 
+@functools.lru_cache(maxsize=None)
+def _table_path(kernel_file: str) -> Path:
+    return Path(kernel_file).with_name(TABLE_FILE)
+
+
 def table_path(kernel: ModuleType) -> Path:
-    return Path(kernel.__file__).with_name(TABLE_FILE)
+    return _table_path(kernel.__file__)
 
 
 def load_table(kernel: ModuleType) -> dict:
-    path = table_path(kernel)
+    return _load(table_path(kernel))[1]
+
+
+def _load(path: Path) -> tuple:
+    """(modification time, table) of the file, read again when it changed."""
     try:
         stamp = os.stat(path).st_mtime_ns
     except OSError as error:
         raise TableError(f"{path}: cannot read the tuned table: {error.strerror}") from None
     cached = _loaded.get(str(path))
     if cached and cached[0] == stamp:
-        return cached[1]
+        return cached
     try:
         table = json.loads(path.read_text())
     except (OSError, ValueError) as error:
@@ -50,17 +61,22 @@ def load_table(kernel: ModuleType) -> dict:
     if not (isinstance(table, dict) and isinstance(table.get("default"), dict)
             and isinstance(table.get("bands", {}), dict)):
         raise TableError(f"{path}: a tuned table is {{'op', 'default': {{...}}, 'bands': {{band: {{...}}}}}}")
-    _loaded[str(path)] = (stamp, table)
-    return table
+    entry = _loaded[str(path)] = (stamp, table)
+    return entry
 
 
 def table_params(kernel: ModuleType, bands) -> dict:
     """The table's parameters for a call in ``bands`` (no override)."""
-    table = load_table(kernel)
-    params = dict(table["default"])
-    for band in bands:
-        params.update(table.get("bands", {}).get(band, {}))
-    return hashable(params)
+    path = table_path(kernel)
+    stamp, table = _load(path)
+    key = (str(path), stamp, tuple(bands))
+    params = _merged.get(key)
+    if params is None:  # (operators ask on every call)
+        params = dict(table["default"])
+        for band in bands:
+            params.update(table.get("bands", {}).get(band, {}))
+        params = _merged[key] = hashable(params)
+    return dict(params)
 
 
 def tuned_params(kernel: ModuleType, **shape) -> dict:

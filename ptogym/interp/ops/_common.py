@@ -64,11 +64,16 @@ def effective_vec_tile(tile, shape) -> list:
 
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
+    _check_tiles(op, tensors, [_static(t) for t in tensors])
+
+
+def _check_tiles(op: str, tensors, shapes) -> None:
+    """``check_vector_tiles`` with the tensors' static shapes (``_static``) given."""
     run = runtime.current()
     if run.loop_depth == 0:  # (hot: inside loops there is nothing to check)
         check_dynamic_outside_loop(op, *tensors)
     tile = run.vec_tile
-    signature = (op, tile, platform.profile, *[(_static(t), t.dtype) for t in tensors])
+    signature = (op, tile, platform.profile, *zip(shapes, [t.dtype for t in tensors]))
     if signature in _checked:
         return
     if tile is None:
@@ -256,10 +261,17 @@ def _binary(op: str, fn, input, other, *, result_dtype=None, mixed=None):
                                       f"{list(_static(other))}; cast one side first")
             else:
                 out_dtype = result_dtype or computed
-        a, b, shape = _broadcast(op, input, other)
-        data = fn(a, b)
-        result = wrap(pad_undefined(op, data, _first_operand_extent(input, other, data.shape)), out_dtype, shape)
-        check_vector_tiles(op, input, other, result)
+        sa, sb, da, db = _static(input), _static(other), input.data, other.data
+        shape = _broadcast_shapes.get((sa, sb))
+        if shape is not None and da.shape == sa and db.shape == sb:
+            # (hot) full tiles of a checked pair: no trimming, and the result's extent is its shape
+            result = wrap(fn(da, db), out_dtype, list(shape))
+            _check_tiles(op, (input, other, result), (sa, sb, shape))
+        else:
+            a, b, shape = _broadcast(op, input, other)
+            data = fn(a, b)
+            result = wrap(pad_undefined(op, data, _first_operand_extent(input, other, data.shape)), out_dtype, shape)
+            check_vector_tiles(op, input, other, result)
     else:
         if isinstance(other, Element):  # pypto wraps the operand in an Element itself, and refuses one
             violation("C-API-06", f"pypto.{op}: {other!r} as the scalar operand; pass a Python number")

@@ -46,6 +46,7 @@ _TO_INTEGRAL = {CastMode.CAST_ROUND: torch.round, CastMode.CAST_FLOOR: torch.flo
 
 
 _FP32_EXACT_BOUNDS = {127, 255, 32767}  # int8, uint8, int16 maxima: float32 holds them (and their minima) exactly
+_HALF_EXACT_BOUNDS = {127, 255}  # int8, uint8: fp16 and bf16 hold them (and their minima) exactly too
 
 
 def _is_integer(dtype: torch.dtype) -> bool:
@@ -55,16 +56,20 @@ def _is_integer(dtype: torch.dtype) -> bool:
 def _saturate(x: torch.Tensor, target: torch.dtype) -> torch.Tensor:
     """Clamp to target's range before converting (NaN -> 0 for an integer target).
 
-    A float input is clamped in float32 when both bounds are exact there (int8, int16,
-    uint8: the hot quantisation path; float32 holds every fp16/bf16 value exactly),
-    otherwise in float64 (int32 and int64 bounds)."""
+    A float input is clamped in its own dtype when both bounds are exact there (fp16 or
+    bf16 into int8 / uint8: the hot quantisation path), else in float32 when they are
+    exact there (int16; float32 holds every fp16/bf16 value exactly), otherwise in
+    float64 (int32 and int64 bounds)."""
     if not _is_integer(target):
         return x
     info = torch.iinfo(target)
     if not x.is_floating_point():
         return x.long().clamp(info.min, info.max)
-    work = torch.float32 if (x.dtype.itemsize <= 4 and info.max in _FP32_EXACT_BOUNDS) else torch.float64
-    return torch.nan_to_num(x.to(work), nan=0.0).clamp(info.min, info.max)
+    if x.dtype in (torch.float16, torch.bfloat16) and info.max in _HALF_EXACT_BOUNDS:
+        work = x.dtype
+    else:
+        work = torch.float32 if (x.dtype.itemsize <= 4 and info.max in _FP32_EXACT_BOUNDS) else torch.float64
+    return torch.nan_to_num(x.to(work), nan=0.0).clamp_(info.min, info.max)
 
 
 def _convert(x: torch.Tensor, target: torch.dtype) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 from .. import runtime
 from ..checks import violation
 from ..dtypes import DataType
-from ..images import converted
+from ..images import converted, derived
 from ..platform import platform
 from ..tensor import Tensor, note_operand, wrap
 
@@ -170,21 +170,57 @@ def _apply_extend(acc: torch.Tensor, extend: dict) -> torch.Tensor:
     return acc
 
 
-EXACT_K_BLOCK = 1024  # int8 products are < 2**14 in magnitude: 1024 of them sum below 2**24, exact in fp32
+EXACT_BOUND = 2**24  # fp32 holds every integer up to it: sums of int8 products that stay within it are exact
+NORM_CHUNK = 256  # K chunk of the norms: 256 squares of int8 sum to at most 2**22, exact in fp32
 
 
 def _int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The int32 accumulator of int8 x int8, exact: fp32 matmuls over K blocks of
-    ``EXACT_K_BLOCK`` (every partial sum is an integer below 2**24, so each is exact in
-    whatever order the BLAS adds), summed in int32 (|total| < K * 2**14 < 2**31 for the
-    K < 65535 pypto allows, C-API-06: no wrap can occur)."""
+    """The int32 accumulator of int8 x int8, exact: fp32 matmuls over the K blocks of
+    ``_exact_k_blocks`` (every partial sum is an integer of magnitude at most 2**24, so
+    each is exact in whatever order the BLAS adds), summed in int32 (|total| < K * 2**14
+    < 2**31 for the K < 65535 pypto allows, C-API-06: no wrap can occur)."""
     a32, b32 = converted(a, torch.float32), converted(b, torch.float32)
-    k = a32.shape[-1]
     acc = None
-    for start in range(0, max(k, 1), EXACT_K_BLOCK):  # (K = 0: one empty block, zeros)
-        part = torch.matmul(a32[..., start:start + EXACT_K_BLOCK], b32[..., start:start + EXACT_K_BLOCK, :])
+    for start, stop in _exact_k_blocks(a32, b):
+        part = torch.matmul(a32[..., start:stop], b32[..., start:stop, :])
         acc = part.to(torch.int32) if acc is None else acc.add_(part.to(torch.int32))
     return acc
+
+
+def _exact_k_blocks(a32: torch.Tensor, b: torch.Tensor) -> list:
+    """K ranges over which fp32 sums int8 products exactly, as few as the operands allow.
+    Any partial sum of row i's and column j's products over a range is at most
+    ||a_i|| ||b_j|| there (Cauchy-Schwarz), so a range whose largest row norm times
+    largest column norm is at most 2**24 is exact.  The ranges grow greedily in
+    ``NORM_CHUNK`` steps, bounding a range's largest norm by the sum of its chunks'
+    largest: any 4 chunks (1024 elements of magnitude <= 128) pass whatever the data, so
+    there are never more ranges than 1024-long blocks; typical data takes K whole.  The
+    weight's chunk norms are kept while it is unchanged (``images.derived``)."""
+    k = a32.shape[-1]
+    if k <= 4 * NORM_CHUNK or a32.numel() == 0 or b.numel() == 0:
+        return [(0, k)]
+    rows = _chunk_squares(a32).reshape(-1, _chunks(k)).amax(0).int().tolist()
+    columns = derived(b, "int8 column chunk norms", lambda w: _chunk_squares(
+        converted(w, torch.float32).transpose(-1, -2)).reshape(-1, _chunks(k)).amax(0).int()).tolist()
+    blocks, start, row_sum, column_sum = [], 0, 0, 0
+    for chunk, (row, column) in enumerate(zip(rows, columns)):
+        if (row_sum + row) * (column_sum + column) > EXACT_BOUND**2:
+            blocks.append((start, chunk * NORM_CHUNK))
+            start, row_sum, column_sum = chunk * NORM_CHUNK, 0, 0
+        row_sum, column_sum = row_sum + row, column_sum + column
+    return blocks + [(start, k)]
+
+
+def _chunks(k: int) -> int:
+    return -(-k // NORM_CHUNK)
+
+
+def _chunk_squares(x: torch.Tensor) -> torch.Tensor:
+    """[..., K] fp32 integers -> [..., chunks]: each NORM_CHUNK-long piece's sum of squares (exact)."""
+    k, squares = x.shape[-1], x.square()
+    if k % NORM_CHUNK:
+        squares = torch.nn.functional.pad(squares, (0, _chunks(k) * NORM_CHUNK - k))
+    return squares.unflatten(-1, (-1, NORM_CHUNK)).sum(-1)
 
 
 def _wrap_int32(x: torch.Tensor) -> torch.Tensor:
