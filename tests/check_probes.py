@@ -399,6 +399,33 @@ def reduce_tile_higher_rank_aligned(pypto):
     return kernel
 
 
+def _special_fp32():
+    x = zeros(8, 64)
+    x[0, :8] = torch.tensor([0.25, 0.75, 1.25, -0.85, 1.35, -1.25, 3e9, float("nan")])
+    x[1] = torch.linspace(-3, 3, 64)
+    return x
+
+
+# A move (out[:] = v) of another dtype converts as C converts: to the nearest float, toward zero
+# into an integer (NaN and out of range: INT_MIN); an assemble of another dtype is refused.
+@probe("ok", inputs=lambda: [_special_fp32(), zeros(8, 64, dtype=torch.int32)])
+def move_fp32_into_int32(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.add(x, x)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64, dtype=torch.bfloat16)])
+def move_fp32_into_bf16(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(8, 64)
+        out[:] = pypto.exp(x)
+    return kernel
+
+
 def _class_ids():
     return [torch.arange(8, dtype=torch.int32) % 4, zeros(8, 16, dtype=torch.int32)]
 

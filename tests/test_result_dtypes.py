@@ -128,10 +128,6 @@ KNOWN_COMPILED_DIFFERENCES = {
                              "`cast_fp32_fp32_rint` in tests/conformance); the interpreter returns the input"
        for dt in ("DT_FP32", "DT_FP16", "DT_BF16", "DT_INT8", "DT_INT16", "DT_INT32", "DT_INT64", "DT_UINT8",
                   "DT_BOOL")},
-    **{f"cumsum|{dt}": "pypto's graph types cumsum of an int16/int32 tensor DT_INT64 and moves it into the "
-                       "DT_INT64 out; the interpreter keeps the input dtype (a kernel moving it into an int32 out "
-                       "computes int32 in pypto too, fixtures/api_ops.pt) and refuses the move (C-API-01)"
-       for dt in ("DT_INT16", "DT_INT32")},
 }
 
 
