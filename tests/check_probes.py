@@ -417,6 +417,69 @@ def move_fp32_into_int32(pypto):
     return kernel
 
 
+def _three(value0, value1, value2=0.0):
+    return lambda: [torch.full((32, 32), value0), torch.full((32, 32), value1), torch.full((32, 32), value2)]
+
+
+@probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
+def move_into_input_in_loop(pypto):
+    @pypto.frontend.jit
+    def kernel(t0: pypto.Tensor([32, 32], pypto.DT_FP32), t1: pypto.Tensor([32, 32], pypto.DT_FP32),
+               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 32)
+        out.move(pypto.add(t0, t1))
+        for _ in pypto.loop(2):
+            t0.move(pypto.add(t0, t1))
+            out.move(pypto.add(t0, out))
+    return kernel
+
+
+@probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
+def move_into_static_input_in_loop(pypto):
+    @pypto.frontend.jit()
+    def kernel(t0: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32),
+               t1: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32),
+               out: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 32)
+        out.move(pypto.add(t0, t1))
+        for _ in pypto.loop(2, name="L0", idx_name="i"):
+            t0.move(pypto.add(t0, t1))
+            out.move(pypto.add(t0, out))
+    return kernel
+
+
+@probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
+def move_into_input_no_loop(pypto):
+    @pypto.frontend.jit
+    def kernel(t0: pypto.Tensor([32, 32], pypto.DT_FP32), t1: pypto.Tensor([32, 32], pypto.DT_FP32),
+               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 32)
+        t0.move(pypto.add(t0, t1))
+        out.move(pypto.add(t0, t1))
+    return kernel
+
+
+@probe("A-OUT-01", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
+def move_into_input_only(pypto):
+    @pypto.frontend.jit
+    def kernel(t0: pypto.Tensor([32, 32], pypto.DT_FP32), t1: pypto.Tensor([32, 32], pypto.DT_FP32),
+               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 32)
+        t0.move(pypto.add(t0, t1))
+    return kernel
+
+
+@probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
+def assign_into_input(pypto):
+    @pypto.frontend.jit
+    def kernel(t0: pypto.Tensor([32, 32], pypto.DT_FP32), t1: pypto.Tensor([32, 32], pypto.DT_FP32),
+               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(32, 32)
+        t0[:] = pypto.add(t0, t1)
+        out[:] = pypto.add(t1, t1)
+    return kernel
+
+
 @probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64, dtype=torch.bfloat16)])
 def move_fp32_into_bf16(pypto):
     @pypto.frontend.jit

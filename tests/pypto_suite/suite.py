@@ -6,10 +6,11 @@ turns the raw per-test logs into fixtures and verdicts.  A test is classified by
 what real pypto did with it on this CPU (the fixture) and what the interpreter did:
 
 * ``bitwise`` - both pass, and every tensor of every jit call is bit-identical;
-* ``within tolerance`` - both pass, some tensor differs (shown), within the test's
-  own comparison;
-* ``difference`` - pypto passes, the interpreter fails: a false rejection unless
-  listed in ``EXPECTED`` with its reason;
+* ``within tolerance`` - both pass, some float tensor differs (shown) by no more than
+  rounding (``records.RELATIVE_BOUND`` of its magnitude: a sum taken in another order);
+* ``difference`` - pypto passes and the interpreter fails, or both pass and a tensor
+  differs by more than rounding (whatever the test itself checks): a false rejection or
+  a silent difference unless listed in ``EXPECTED`` with its reason;
 * ``not CPU-runnable`` - real pypto does not pass it on a CPU (the reason: its
   message), whatever the interpreter does.
 """
@@ -45,6 +46,14 @@ OPTION_REGISTRY = ("unit tests of pypto's option registry: defaults and scopes h
 INTERNALS = ("imports pypto's private modules (pypto._controller, pypto.frontend.parser.context), which "
              "ptogym.interp does not stand for")
 EXPECTED: dict[str, str] = {
+    **dict.fromkeys(("python/tests/st/interface/test_hidden_loop_new_front.py::test_hidden_loop_mix_loops_jit_function",
+                      "python/tests/st/interface/test_hidden_loop_new_front.py::test_hidden_loop_with_if_multiple_shapes"),
+        "UNEXPLAINED silent difference: in pypto's recorded run an input parameter the kernel moves into inside "
+        "pypto.loop is left unchanged (11.0 / 40.0) while the interpreter writes it back (51.0 / 36000.0); the "
+        "other outputs agree, and the test returns a bool instead of asserting, so neither value is checked. The "
+        "probes move_into_input_in_loop and move_into_static_input_in_loop (tests/check_probes.py, recorded from "
+        "pypto 0.2.0) show pypto writing such a parameter back exactly as the interpreter does; what differs in "
+        "these two tests (a reused compiled kernel, the recording) is not known"),
     "python/tests/st/frontend/test_kernel_reuse.py::*":
         TIMING + "asserts ratios of pypto's compile times (its kernel cache reused or recompiling on a new shape); "
         "the interpreter compiles nothing, so a ratio is whatever two calls' wall times give",
@@ -184,7 +193,15 @@ def classify(recorded: dict, mine: dict | None) -> tuple[str, str]:
     differing = [v for v in verdicts if v != "bitwise"]
     if not differing:
         return "bitwise", f"{len(verdicts)} jit calls"
+    beyond = [v for v in differing if not is_rounding(v)]
+    if beyond:
+        return "difference", f"{len(beyond)} of {len(verdicts)} calls: {beyond[0]}"
     return "within tolerance", f"{len(differing)} of {len(verdicts)} calls: {differing[0]}"
+
+
+def is_rounding(call_verdict: str) -> bool:
+    """A call whose tensors differ from pypto's by rounding only (``records.compare_call``)."""
+    return call_verdict.startswith("tensor ") and " differs" in call_verdict
 
 
 def compare_all(work: Path, patterns=(), corpus: Corpus = SUITE) -> dict[str, dict[str, tuple[str, str]]]:

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from pypto_suite import suite
+from pypto_suite import records, suite
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_KEYS = {"file", "tag", "source_sha1", "pypto_version", "tests"}
@@ -79,8 +80,19 @@ def test_a_false_rejection_is_classified_as_a_difference():
     rejected = {"outcome": "failed", "message": "ConstraintViolation: [C-TILE-03] ...", "calls": []}
     assert suite.classify(passed, passed) == ("bitwise", "1 jit calls")
     assert suite.classify(passed, rejected)[0] == "difference"
-    changed = {**passed, "calls": [{**call, "outputs": [{**call["outputs"][0], "sha1": "b" * 40}]}]}
-    assert suite.classify(passed, changed)[0] == "within tolerance"
+    def with_output(output):
+        return {**passed, "calls": [{**call, "outputs": [output]}]}
+
+    digest = {**call["outputs"][0], "abs_sum": 1000.0, "nonfinite": 0}
+    rounded = with_output({**digest, "sha1": "b" * 40, "abs_sum": 1000.0001})
+    assert suite.classify(with_output(digest), rounded)[0] == "within tolerance"
+    assert suite.classify(with_output(digest), with_output({**digest, "sha1": "b" * 40}))[0] == "within tolerance"
+    for far in ({**digest, "sha1": "b" * 40, "abs_sum": 1001.0}, {**call["outputs"][0], "sha1": "b" * 40}):
+        assert suite.classify(with_output(digest), with_output(far))[0] == "difference"  # no bound: not tolerated
+    whole = records.harness.encode_tensor(torch.full((4,), 40.0))
+    near, far = (records.harness.encode_tensor(torch.full((4,), value)) for value in (40.0001, 36000.0))
+    assert suite.classify(with_output(whole), with_output(near))[0] == "within tolerance"
+    assert suite.classify(with_output(whole), with_output(far))[0] == "difference"
     assert suite.classify(rejected, passed)[0] == "not CPU-runnable"
 
 
