@@ -92,13 +92,16 @@ def throughput(args) -> list[dict]:
             elapsed = time.perf_counter() - start
             rates[workers] = 3600 * len(records) / elapsed
             peak = max(record.get("peak_rss_bytes") or 0 for record in records)
+            cpu_s = sum(record.get("cpu_s") or 0.0 for record in records)
             statuses = sorted({record["status"] for record in records})
             rows.append({"engine": engine_name, "workers": workers, "trials": len(records), "elapsed_s": elapsed,
                          "trials_per_hour": rates[workers], "peak_rss_bytes": peak, "statuses": statuses,
+                         "cpu_s": cpu_s,
                          "us": [record.get("us") for record in records]})
             print(f"{engine_name:<6} workers {workers}: {len(records)} trials in {elapsed:6.1f} s = "
                   f"{rates[workers]:6.0f} trials/h; peak trial {peak / 2**30:.2f} GB (cap "
-                  f"{args.memory_bytes / 2**30:.1f} GB); {statuses}", flush=True)
+                  f"{args.memory_bytes / 2**30:.1f} GB); {cpu_s / len(records):.1f} CPU s a trial, "
+                  f"{cpu_s / elapsed:.2f} cores busy; {statuses}", flush=True)
         print(f"{engine_name:<6} 2 workers / 1 worker: {rates[2] / rates[1]:.2f}x", flush=True)
         same = rows[-1]["us"] == rows[-2]["us"]
         print(f"{engine_name:<6} same µs per trial with 1 and 2 workers: {same}", flush=True)

@@ -155,10 +155,19 @@ def _child(request: TrialRequest, connection) -> None:
     sys.path[:0] = [path for path in request.sys_path if path not in sys.path]
     record = run_in_process(request)
     record["peak_rss_bytes"] = max(record.get("peak_rss_bytes") or 0, _own_peak_rss()) or None
-    connection.send(record)
     from ptogym.backends._pypto_worker import stop_workers
 
-    stop_workers()
+    stop_workers()  # first, so that the CPU time below includes pypto's worker and its compilers
+    record["cpu_s"] = _own_cpu_seconds()
+    connection.send(record)
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds of this trial process and the processes it waited for (pypto's worker)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _own_peak_rss() -> int:
