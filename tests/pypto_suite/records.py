@@ -61,11 +61,17 @@ def output_sha1(data: dict) -> str:
     return data["sha1"] if "sha1" in data else digest([harness.decode_tensor(data)])
 
 
-#: a float output that differs from pypto's by no more than this (relative to the tensor's
-#: largest magnitude; for a digest-only output, of its sum of magnitudes) differs only in
-#: rounding (an fp32 matmul summed in another order); anything more is a difference
+#: a float output that differs from pypto's by no more than rounding: a few units in the
+#: last place of its dtype relative to the tensor's largest magnitude (fp32: 1e-5), or, for
+#: a digest-only output, its sum of magnitudes within 1e-5; anything more is a difference
+ROUNDING_ULPS = 4
 RELATIVE_BOUND = 1e-5
 BEYOND = "beyond the bound: "
+
+
+def rounding_bound(dtype: torch.dtype) -> float:
+    """The relative difference an output of ``dtype`` may show from a sum taken in another order."""
+    return max(RELATIVE_BOUND, ROUNDING_ULPS * torch.finfo(dtype).eps)
 
 
 def _within_bound(mine: dict, recorded: dict) -> bool:
@@ -76,10 +82,11 @@ def _within_bound(mine: dict, recorded: dict) -> bool:
                 and abs(a - b) <= RELATIVE_BOUND * max(abs(b), 1.0))
     if not (ta.dtype.is_floating_point and ta.shape == tb.shape and ta.dtype == tb.dtype):
         return False
+    bound = rounding_bound(ta.dtype)
     ta, tb = ta.double(), tb.double()
-    scale = max(float(tb[torch.isfinite(tb)].abs().max()) if torch.isfinite(tb).any() else 0.0, 1.0)
-    return bool(torch.equal(torch.isfinite(ta), torch.isfinite(tb))
-                and ((ta - tb).abs()[torch.isfinite(tb)] <= RELATIVE_BOUND * scale).all())
+    finite = torch.isfinite(tb)
+    scale = max(float(tb[finite].abs().max()) if finite.any() else 0.0, 1.0)
+    return bool(torch.equal(torch.isfinite(ta), finite) and ((ta - tb).abs()[finite] <= bound * scale).all())
 
 
 def compare_call(mine: dict, recorded: dict) -> str:

@@ -7,7 +7,9 @@ what real pypto did with it on this CPU (the fixture) and what the interpreter d
 
 * ``bitwise`` - both pass, and every tensor of every jit call is bit-identical;
 * ``within tolerance`` - both pass, some float tensor differs (shown) by no more than
-  rounding (``records.RELATIVE_BOUND`` of its magnitude: a sum taken in another order);
+  rounding (``records.rounding_bound`` of its magnitude: a sum taken in another order);
+  calls after the first such difference whose inputs differ (earlier outputs fed on)
+  are counted, not compared;
 * ``difference`` - pypto passes and the interpreter fails, or both pass and a tensor
   differs by more than rounding (whatever the test itself checks): a false rejection or
   a silent difference unless listed in ``EXPECTED`` with its reason;
@@ -46,6 +48,10 @@ OPTION_REGISTRY = ("unit tests of pypto's option registry: defaults and scopes h
 INTERNALS = ("imports pypto's private modules (pypto._controller, pypto.frontend.parser.context), which "
              "ptogym.interp does not stand for")
 EXPECTED: dict[str, str] = {
+    "examples/01_beginner/basic/symbolic_scalar.py::test_symbolicscalar_in_loop":
+        "pypto's CPU simulation writes zeros for a tensor rebound inside pypto.loop (`y = x + y`) and moved into "
+        "the output after it; the interpreter computes the example's own golden, x + x, which the example asserts "
+        "on an NPU only (on the CPU it asserts nothing)",
     **dict.fromkeys(("python/tests/st/interface/test_hidden_loop_new_front.py::test_hidden_loop_mix_loops_jit_function",
                       "python/tests/st/interface/test_hidden_loop_new_front.py::test_hidden_loop_with_if_multiple_shapes"),
         "UNEXPLAINED silent difference: in pypto's recorded run an input parameter the kernel moves into inside "
@@ -193,10 +199,17 @@ def classify(recorded: dict, mine: dict | None) -> tuple[str, str]:
     differing = [v for v in verdicts if v != "bitwise"]
     if not differing:
         return "bitwise", f"{len(verdicts)} jit calls"
-    beyond = [v for v in differing if not is_rounding(v)]
+    first = verdicts.index(differing[0])
+    if not is_rounding(differing[0]):
+        return "difference", f"{len(differing)} of {len(verdicts)} calls: call {first + 1}: {differing[0]}"
+    # a later call fed with an earlier call's outputs sees inputs that differ by that rounding
+    later = verdicts[first + 1:]
+    beyond = [v for v in later if v != "bitwise" and not is_rounding(v) and v != "inputs differ"]
     if beyond:
-        return "difference", f"{len(beyond)} of {len(verdicts)} calls: {beyond[0]}"
-    return "within tolerance", f"{len(differing)} of {len(verdicts)} calls: {differing[0]}"
+        return "difference", f"{len(verdicts)} calls: {beyond[0]}"
+    carried = later.count("inputs differ")
+    return "within tolerance", (f"{len(differing)} of {len(verdicts)} calls: {differing[0]}"
+                                + (f"; {carried} later calls took inputs that differ (not compared)" if carried else ""))
 
 
 def is_rounding(call_verdict: str) -> bool:
