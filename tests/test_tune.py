@@ -23,11 +23,13 @@ from ptogym.tune import table
 from ptogym.tune.space import config_key, token_band
 from ptogym.tune.trial import TrialRequest, execute, load_level
 from ptogym.verify.cases import load_cases
+from ptogym.workflow.scaffold import scaffold
 
 from tune_fakes import built_static, make_toy_operator
 
 REPO = Path(__file__).resolve().parents[1]
-TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm")
+TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm", "linear",
+             "per_token_quant", "dequant", "rope", "cache_scatter")
 
 
 def _tune(*argv, timeout=300):
@@ -208,7 +210,8 @@ def _descendants(root: int) -> list:
 
 
 def test_tune_refuses_bad_arguments_with_its_error_verdict(tmp_path, capsys):
-    for argv, words in ((("rope",), "declares no TUNING"), (("rms_norm_linear", "--workers", 64), "--workers: 64 >"),
+    untuned = scaffold("untuned_op", None, tmp_path)  # a fresh package: its kernel has no TUNING
+    for argv, words in (((untuned,), "declares no TUNING"), (("rms_norm_linear", "--workers", 64), "--workers: 64 >"),
                         (("rms_norm_linear", "--address", "x:1"), "--address: only with --engine ray"),
                         (("rms_norm_linear", "--measure", "nowhere"), "--measure"),
                         (("rms_norm_linear", "level99"), "unknown level"),

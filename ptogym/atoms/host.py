@@ -228,3 +228,8 @@ def row_blocks(rows: int, cores: int = VECTOR_CORES, largest: int = 64) -> tuple
     while top < largest and top * cores < rows:
         top *= 2
     return tuple(sorted({top >> shift for shift in range(0, top.bit_length(), 2)} | {1}, reverse=True))
+
+
+def with_row_blocks(tuned: dict, rows: int) -> dict:
+    """A row kernel's tuned-table parameters with ``unroll`` "auto" made ``row_blocks(rows)``."""
+    return {**tuned, "unroll": row_blocks(rows)} if tuned["unroll"] == "auto" else tuned

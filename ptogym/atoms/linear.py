@@ -7,7 +7,7 @@ form multiplies int8 x int8 into an exact int32 accumulator and dequantises it
 """
 import functools
 
-from ptogym.tune.space import hashable
+from ptogym.tune.space import Param, hashable
 
 from .quant import dequant
 
@@ -162,6 +162,21 @@ def kernel_tile_shapes(rows: int, k: int, n: int, element_bytes: int, *, cube=No
     return block_tile_shapes(rows, k, n, element_bytes)
 
 
+#: upstream SK-03's fixed cube tiles, as in the MLA prolog's q_a projection
+UPSTREAM_CUBE = ((32, 32), (512, 512), (64, 64))
+#: the projection kernels' cube tile parameters for ``ptogym tune`` (``kernel_tile_shapes``' keywords):
+#: upstream's fixed tiles, or ``cube_tile_shapes`` with an n tile (and its k tile), else ``block_tile_shapes``
+CUBE_TILE_PARAMS = {
+    "cube": Param((None, UPSTREAM_CUBE)),
+    "n_tile": Param((None, 64, 128, 256), when={"cube": None}),
+    "k_tile": Param((256, 128, 512), when=lambda params: params.get("n_tile") is not None
+                    and params.get("cube") is None),
+}
+#: token block lists a projection kernel's sweep tries beside its hand-tuned ones
+UNROLL_ALTERNATIVES = ((256, 64, 16, 4, 1), (128, 16, 1), (64, 16, 4, 1), (32, 8, 2, 1), (16, 4, 1), (16, 1),
+                       (128, 1), (8, 1), (1,))
+
+
 ND_INNER_AXIS_LIMIT = 65535  # pypto: an ND matmul operand's inner (last) axis must be below it
 CUBE_ALIGN_BYTES = 32
 
@@ -212,6 +227,18 @@ def _projection_violations(k: int, n: int, element_bytes: int, block_sizes: tupl
                     f"{rows}-token blocks the tiles m{tiles[0]} k{tiles[1]} n{tiles[2]}: {'; '.join(problems)} "
                     f"(pypto's cube tile rules)",)
     return ()
+
+
+def tiles_fit(block_sizes):
+    """A projection kernel's ``TUNING`` constraint: pypto's cube tile rules
+    (``projection_violations``) for every block size ``block_sizes(k, n, element_bytes,
+    unroll)`` gives (the kernel's own rule)."""
+    def check(params, shape):
+        k, n, element_bytes = shape["k"], shape["n"], shape["element_bytes"]
+        problems = projection_violations(k, n, element_bytes, block_sizes(k, n, element_bytes, params["unroll"]),
+                                         cube=params["cube"], k_tile=params["k_tile"], n_tile=params["n_tile"])
+        return problems[0] if problems else None
+    return check
 
 
 def linear_mxfp8(pypto, x_fp8, weight_fp8, x_scale, w_scale, out_dtype):

@@ -8,12 +8,25 @@ each block views its values and slots and scatters them into the cache with
 into the cache parameter).  The vector tile is [block, row], capped so that a block
 of rows stays within a quarter of the unified buffer.
 
+``TUNING`` below is what ``ptogym tune`` may change; the values the operator runs are
+in ``tuned.json`` beside this file.
+
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.cache_scatter import scatter_rows
+from ptogym.tune.space import Param, Tuning, token_band
 
 UB_BYTES = 192 * 1024
 UNROLL = (32, 8, 1)
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band (tokens of the call, padding
+#: included); plain: a token a step.  The vector tile follows the block (``block_tokens``).
+TUNING = Tuning(
+    params={"unroll": Param((UNROLL, (128, 32, 8, 1), (64, 16, 4, 1), (16, 4, 1), (8, 1), (1,)))},
+    band=lambda tokens, row, dtype, index_dtype: (token_band(tokens),),
+    plain={"unroll": (1,)},
+)
 
 
 def block_tokens(row_bytes: int, largest: int) -> int:

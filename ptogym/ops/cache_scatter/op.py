@@ -19,6 +19,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.inplace import check_inplace_arguments
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import cache_scatter_golden
@@ -109,12 +110,20 @@ def validate(cache, values, slot_mapping) -> None:
         raise ValueError(message)
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``launch``'s ``tuned_params``)."""
+    cache, slot_mapping = case.inputs["cache"], case.inputs["slot_mapping"]
+    return {"tokens": math.prod(slot_mapping.shape), "row": math.prod(cache.shape[1:]),
+            "dtype": SUPPORTED_DTYPES[cache.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype]}
+
+
 def launch(cache, values, slot_mapping, backend=None) -> LaunchReport:
     """Validate, drop the padding tokens, then scatter in place; return the launch report."""
     validate(cache, values, slot_mapping)
     backend = backend if not isinstance(backend, (str, type(None))) else get_backend(backend)
     row = math.prod(cache.shape[1:])
     static = {"row": row, "dtype": SUPPORTED_DTYPES[cache.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype]}
+    static.update(tuned_params(kernel, tokens=slot_mapping.numel(), **static))
     if host.is_meta(cache):  # which tokens are padding is unknown: the launch gives shapes only
         return backend.launch(kernel.build, static, [values.reshape(-1, row), slot_mapping.reshape(-1, 1),
                                                      cache.view(-1, row)])
@@ -214,5 +223,5 @@ SPEC = OpSpec(
     attr_names=("padding",),
     writes=("cache",),
     required_levels=("level0", "level1"),
-    extra={"patterns": ("AT-16",)},
+    extra={"patterns": ("AT-16",), "tuning_shape": tuning_shape},
 )

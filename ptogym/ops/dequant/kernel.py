@@ -5,13 +5,29 @@
 ``ptogym.atoms.quant.dequant`` on each block of rows; scale_b is per channel
 ([1, N]) or per token ([rows, 1]).  Schedule as the other row kernels: rows walked
 by ``loop_unroll`` over ``unroll``, one task per block, vector tile (rows, N) by the
-RMSNorm tile rule.  No torch here.
+RMSNorm tile rule.  ``TUNING`` below is what ``ptogym tune`` may change; the values the
+operator runs are in ``tuned.json`` beside this file.  No torch here.
 """
 from ptogym.atoms.quant import dequant
 from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+from ptogym.ops.rms_norm.kernel import ROW_UNROLLS, tile_rows_below, tile_within_blocks
+from ptogym.tune.space import Param, Tuning, token_band
 
-UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
+UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; the tuned table's "auto" is host.row_blocks(rows)
 MAX_N = MAX_HIDDEN
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band.  unroll "auto": the operator's
+#: ``host.row_blocks`` rule (about one wave of 48 tasks); plain: the build's fixed list
+TUNING = Tuning(
+    params={
+        "unroll": Param(ROW_UNROLLS),
+        "tile_rows": Param(lambda shape: tile_rows_below(shape["cols"])),
+    },
+    band=lambda rows, cols, out_dtype, per_token_b: (token_band(rows),),
+    constraints=(tile_within_blocks,),
+    plain={"unroll": UNROLL, "tile_rows": None},
+)
 
 
 def build(pypto, *, cols: int, out_dtype: str, per_token_b: bool, unroll=UNROLL, tile_rows=None):

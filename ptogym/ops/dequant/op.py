@@ -7,11 +7,14 @@ int32 (an int8 matmul's accumulator); scale_a [..., 1] fp32 (per token); scale_b
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import dequant_golden
@@ -43,14 +46,21 @@ def validate(x_int32, scale_a, scale_b, out_dtype) -> None:
     host.raise_first(rule_violations(x_int32, scale_a, scale_b, out_dtype))
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``launch``'s ``tuned_params``)."""
+    acc, cols = case.inputs["x_int32"], case.inputs["x_int32"].shape[-1]
+    return {"rows": math.prod(acc.shape[:-1]), "cols": cols, "out_dtype": host.FLOAT_DTYPES[_out_dtype(case.attrs)],
+            "per_token_b": tuple(case.inputs["scale_b"].shape) != (1, cols)}
+
+
 def launch(x_int32, scale_a, scale_b, out_dtype=torch.bfloat16, backend=None) -> tuple[torch.Tensor, LaunchReport]:
     validate(x_int32, scale_a, scale_b, out_dtype)
     cols = x_int32.shape[-1]
     rows = host.as_rows(x_int32)
     per_token_b = tuple(scale_b.shape) != (1, cols)
     out = torch.empty(x_int32.shape, dtype=out_dtype, device=x_int32.device)
-    static = {"cols": cols, "out_dtype": host.FLOAT_DTYPES[out_dtype], "per_token_b": per_token_b,
-              "unroll": host.row_blocks(rows.shape[0])}
+    static = {"cols": cols, "out_dtype": host.FLOAT_DTYPES[out_dtype], "per_token_b": per_token_b}
+    static.update(host.with_row_blocks(tuned_params(kernel, rows=rows.shape[0], **static), rows.shape[0]))
     scale_b_rows = scale_b.reshape(-1, 1) if per_token_b else scale_b
     report = host.launch(kernel.build, static, [rows, scale_a.reshape(-1, 1), scale_b_rows, host.as_rows(out)], {},
                          backend, rows.shape[0])
@@ -113,5 +123,5 @@ SPEC = OpSpec(
     input_names=("x_int32", "scale_a", "scale_b"),
     attr_names=("out_dtype",),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes)},
+    extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes), "tuning_shape": tuning_shape},
 )

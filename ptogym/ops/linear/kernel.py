@@ -18,12 +18,16 @@ Schedule: the token axis is dynamic; ``loop_unroll`` walks it in static blocks o
 weight.  Cube tiles (``block_tile_shapes``), measured per block size under the cost
 model (README): up to 128 tokens ``projection_tile_shapes`` (L1 k tiles as long as L1 holds: few, large
 copies; N spread over the 24 cube cores), more than 128 ``wide_block_tile_shapes``
-(n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  No torch here.
+(n 256).  Vector work (dequant) runs on (``vec_tile_rows(N)``, N) tiles.  ``TUNING``
+below is what ``ptogym tune`` may change; the values the operator runs are in
+``tuned.json`` beside this file.  No torch here.
 """
-from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_mxfp8, linear_w8a8
+from ptogym.atoms.linear import (CUBE_TILE_PARAMS, UNROLL_ALTERNATIVES, UPSTREAM_CUBE, kernel_tile_shapes, linear,
+                                 linear_cube_bias, linear_mxfp8, linear_w8a8, tiles_fit)
 from ptogym.atoms.rms_norm import to_fp32
 from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
+from ptogym.tune.space import Param, Tuning, token_band
 
 UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes (measured: README's tuning notes)
 UNROLL_LARGE_WEIGHT = (1024, 256, 128, 64, 32, 16, 8, 4, 2, 1)
@@ -36,7 +40,7 @@ MX_K_ALIGN = 64  # scaled_mm: K a multiple of 64, scales [.., K/64, 2] (one e8m0
 VARIANTS = {
     # upstream SK-03's recommendation: one unroll value (128) with the tail in 1-row
     # blocks, cube tiles [32, 32] [512, 512] [64, 64] as in the MLA q_a projection
-    "upstream": {"unroll": (128, 1), "cube": ((32, 32), (512, 512), (64, 64))},
+    "upstream": {"unroll": (128, 1), "cube": UPSTREAM_CUBE},
 }
 
 
@@ -46,6 +50,27 @@ def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
     if unroll is None:
         unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
     return sorted(set(unroll) | {1}, reverse=True)
+
+
+def _band(tokens, k, n, element_bytes, quant_mode, has_bias):
+    """Token bands within the two weight classes the unroll lists were tuned for, per mode."""
+    weight = "weight>=8MiB" if n * k * element_bytes >= LARGE_WEIGHT_BYTES else "weight<8MiB"
+    return weight, f"{weight}/{quant_mode}/{token_band(tokens)}"
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per weight class, mode and token band
+TUNING = Tuning(
+    params={
+        "unroll": Param((UNROLL, UNROLL_LARGE_WEIGHT, *UNROLL_ALTERNATIVES)),
+        **CUBE_TILE_PARAMS,
+        # where a bias is added: a choice only when there is one
+        "cube_bias": Param(lambda shape: (True, False) if shape["has_bias"] else (True,)),
+    },
+    band=_band,
+    constraints=(tiles_fit(block_sizes),),
+    plain=VARIANTS["upstream"],
+)
 
 
 def build(pypto, *, k: int, n: int, dtype: str, out_dtype: str, quant_mode: str = "none", has_bias: bool = False,

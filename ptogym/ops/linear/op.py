@@ -20,6 +20,7 @@ layout, the cube's b_trans):
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 
@@ -29,6 +30,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.interp.platform import using_platform
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import MX_BLOCK, linear_golden
@@ -73,8 +75,10 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
         problems.append((ValueError, f"weight: N={n} must make 32-byte rows of the fp32 accumulator (N % 8 == 0)"))
     if quant_mode != "mxfp8":  # the tiles the kernel will set, checked before it runs
         element_bytes = kernel.ELEMENT_BYTES[INPUT_DTYPES[quant_mode][x.dtype]]
+        tuned = tuned_build_params(math.prod(x.shape[:-1]), k, n, element_bytes, quant_mode, bias is not None)
         problems += [(ValueError, message) for message in projection_violations(
-            k, n, element_bytes, kernel.block_sizes(k, n, element_bytes))]
+            k, n, element_bytes, kernel.block_sizes(k, n, element_bytes, tuned["unroll"]), cube=tuned["cube"],
+            k_tile=tuned["k_tile"], n_tile=tuned["n_tile"])]
     else:
         problems += [(ValueError, message) for message in inner_axis_violations(k)]
     if quant_mode == "mxfp8" and k % kernel.MX_K_ALIGN:
@@ -100,6 +104,21 @@ def rule_violations(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) ->
         if bias is not None:
             problems += host.same_dtype_rule("bias", bias, "x", x) + host.shape_rule("bias", bias, (n,), "[N]")
     return problems
+
+
+def tuned_build_params(tokens: int, k: int, n: int, element_bytes: int, quant_mode: str, has_bias: bool) -> dict:
+    """The tuned table's build parameters for a call (``kernel.TUNING``'s bands)."""
+    return tuned_params(kernel, tokens=tokens, k=k, n=n, element_bytes=element_bytes, quant_mode=quant_mode,
+                        has_bias=has_bias)
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_build_params``)."""
+    x, weight = case.inputs["x"], case.inputs["weight"]
+    quant_mode = case.attrs.get("quant_mode", "none")
+    return {"tokens": math.prod(x.shape[:-1]), "k": x.shape[-1], "n": weight.shape[0],
+            "element_bytes": kernel.ELEMENT_BYTES[INPUT_DTYPES[quant_mode][x.dtype]], "quant_mode": quant_mode,
+            "has_bias": "bias" in case.inputs}
 
 
 def validate(x, weight, bias, quant_mode, x_scale, w_scale, out_dtype) -> None:
@@ -150,7 +169,9 @@ def launch(x, weight, bias=None, quant_mode="none", x_scale=None, w_scale=None, 
         tensors, absent = [rows, weight, host.as_rows(y), bias.view(1, n)], {}
     dtype = INPUT_DTYPES[quant_mode][x.dtype]
     static = {"k": k, "n": n, "dtype": dtype, "out_dtype": host.FLOAT_DTYPES[out_dtype], "quant_mode": quant_mode,
-              "has_bias": bias is not None, **kernel.VARIANTS.get(variant, {})}
+              "has_bias": bias is not None,
+              **tuned_build_params(rows.shape[0], k, n, kernel.ELEMENT_BYTES[dtype], quant_mode, bias is not None),
+              **kernel.VARIANTS.get(variant, {})}
     with _platform_for(quant_mode, backend.name):
         return y, host.launch(kernel.build, static, tensors, absent, backend, rows.shape[0])
 
@@ -254,5 +275,6 @@ SPEC = OpSpec(
     attr_names=("quant_mode", "out_dtype"),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
     extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
-           "sim_summary": measure.summarizer(hbm_bytes, flops)},
+           "sim_summary": measure.summarizer(hbm_bytes, flops),
+           "tuning_shape": tuning_shape},
 )

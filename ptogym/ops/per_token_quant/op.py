@@ -20,6 +20,8 @@ import torch
 from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.ops.rms_norm.op import tuning_shape  # the same shape: rows, hidden and dtype of x
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import per_token_quant_golden
@@ -51,8 +53,9 @@ def launch(x, backend=None) -> tuple[torch.Tensor, torch.Tensor, LaunchReport]:
     rows = host.as_rows(x)
     x_int8 = torch.empty(x.shape, dtype=torch.int8, device=x.device)
     scale = torch.empty(*x.shape[:-1], 1, dtype=torch.float32, device=x.device)
-    report = host.launch(kernel.build, {"hidden": x.shape[-1], "dtype": host.FLOAT_DTYPES[x.dtype],
-                                            "unroll": host.row_blocks(rows.shape[0])},
+    hidden, dtype = x.shape[-1], host.FLOAT_DTYPES[x.dtype]
+    tuned = host.with_row_blocks(tuned_params(kernel, rows=rows.shape[0], hidden=hidden, dtype=dtype), rows.shape[0])
+    report = host.launch(kernel.build, {"hidden": hidden, "dtype": dtype, **tuned},
                          [rows, host.as_rows(x_int8), scale.view(-1, 1)], {}, backend, rows.shape[0])
     return x_int8, scale, report
 
@@ -109,5 +112,5 @@ SPEC = OpSpec(
     input_names=("x",),
     attr_names=(),
     required_levels=("level0", "level1", "level2", "level3", "level4", "level5"),
-    extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes)},
+    extra={"patterns": PATTERNS, "sim_summary": measure.summarizer(hbm_bytes), "tuning_shape": tuning_shape},
 )

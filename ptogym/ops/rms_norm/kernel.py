@@ -34,14 +34,18 @@ VARIANTS = {
 }
 
 
+#: the row loop's block lists a row kernel's sweep tries ("auto": the operator's ``host.row_blocks``)
+ROW_UNROLLS = ("auto", UNROLL, (64, 16, 4, 2, 1), (32, 8, 2, 1), (16, 4, 1), (8, 2, 1), (4, 1), (2, 1), (1,))
 
-def _tile_rows(shape) -> tuple:
-    """None (``vec_tile_rows``' choice) or any smaller power of two."""
-    widest = vec_tile_rows(shape["hidden"])
+
+def tile_rows_below(width: int) -> tuple:
+    """Vector tile heights of a row kernel over rows of ``width``: None (``vec_tile_rows``'
+    choice) or any smaller power of two."""
+    widest = vec_tile_rows(width)
     return (None, *(rows for rows in (1, 2, 4, 8, 16, 32) if rows < widest))
 
 
-def _tile_within_blocks(params, shape):
+def tile_within_blocks(params, shape):
     """A vector tile taller than the largest block would hold rows no block has."""
     unroll = params["unroll"]
     if params["tile_rows"] and unroll != "auto" and params["tile_rows"] > max(unroll):
@@ -54,13 +58,12 @@ def _tile_within_blocks(params, shape):
 #: ``host.row_blocks`` rule (about one wave of 48 tasks)
 TUNING = Tuning(
     params={
-        "unroll": Param(("auto", UNROLL, (64, 16, 4, 2, 1), (32, 8, 2, 1), (16, 4, 1), (8, 2, 1), (4, 1), (2, 1),
-                         (1,))),
+        "unroll": Param(ROW_UNROLLS),
         "one_task_per_block": Param((True, False)),
-        "tile_rows": Param(_tile_rows),
+        "tile_rows": Param(lambda shape: tile_rows_below(shape["hidden"])),
     },
     band=lambda rows, hidden, dtype: (token_band(rows),),
-    constraints=(_tile_within_blocks,),
+    constraints=(tile_within_blocks,),
     plain=VARIANTS["upstream"],
 )
 

@@ -65,9 +65,7 @@ def launch(x, gamma=None, eps=1e-6, bias=None, rsqrt_mode="rsqrt", backend=None,
         gamma = torch.ones(hidden, dtype=x.dtype, device=x.device)
     weights = {name: t.view(1, hidden) for name, t in (("gamma", gamma), ("bias", bias)) if t is not None}
     dtype = host.FLOAT_DTYPES[x.dtype]
-    tuned = tuned_params(kernel, rows=rows.shape[0], hidden=hidden, dtype=dtype)
-    if tuned["unroll"] == "auto":
-        tuned["unroll"] = host.row_blocks(rows.shape[0])
+    tuned = host.with_row_blocks(tuned_params(kernel, rows=rows.shape[0], hidden=hidden, dtype=dtype), rows.shape[0])
     static = {"hidden": hidden, "dtype": dtype, "has_gamma": "gamma" in weights, "has_bias": "bias" in weights,
               "rsqrt_mode": rsqrt_mode, **tuned, **kernel.VARIANTS.get(variant, {})}
     absent = {name: None for name in ("gamma", "bias") if name not in weights}  # the kernel's None parameters

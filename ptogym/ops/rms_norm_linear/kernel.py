@@ -29,7 +29,8 @@ large copies; n 256 above 128 tokens) and
 the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
 cube: ``linear_cube_bias``).  No torch here.
 """
-from ptogym.atoms.linear import kernel_tile_shapes, linear, linear_cube_bias, linear_w8a8, projection_violations
+from ptogym.atoms.linear import (CUBE_TILE_PARAMS, UNROLL_ALTERNATIVES, UPSTREAM_CUBE, kernel_tile_shapes, linear,
+                                 linear_cube_bias, linear_w8a8, tiles_fit)
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.signature import optional_input
@@ -69,7 +70,6 @@ def norm_task_rows_for(size: int, k: int) -> int:
     return min(32, max(24, 65536 // k)) if size >= 1024 else 16
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
-UPSTREAM_CUBE = ((32, 32), (512, 512), (64, 64))
 VARIANTS = {
     # upstream SK-03: one token unroll value (128, tail in 1-row blocks), cube tiles
     # [32, 32] [512, 512] [64, 64] as in the MLA prolog's q_a projection
@@ -83,38 +83,26 @@ def _band(tokens, k, n, element_bytes):
     return weight, f"{weight}/{'int8' if element_bytes == 1 else 'half'}/{token_band(tokens)}"
 
 
-def _tiles_fit(params, shape):
-    """pypto's cube tile rules (``projection_violations``) for every block size."""
-    sizes = block_sizes(shape["k"], shape["n"], shape["element_bytes"], params["unroll"])
-    problems = projection_violations(shape["k"], shape["n"], shape["element_bytes"], sizes, cube=params["cube"],
-                                     k_tile=params["k_tile"], n_tile=params["n_tile"])
-    return problems[0] if problems else None
-
-
-#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per weight class and token band
-TUNING = Tuning(
-    params={
-        "unroll": Param((UNROLL, UNROLL_LARGE_WEIGHT, (256, 64, 16, 4, 1), (128, 16, 1), (64, 16, 4, 1),
-                         (32, 8, 2, 1), (16, 4, 1), (16, 1), (128, 1), (8, 1), (1,))),
-        "norm_task_rows": Param(("auto", None, 1, 2, 4, 8, 16, 32)),
-        "cube": Param((None, UPSTREAM_CUBE)),
-        "n_tile": Param((None, 64, 128, 256), when={"cube": None}),
-        "k_tile": Param((256, 128, 512), when=lambda params: params.get("n_tile") is not None
-                        and params.get("cube") is None),
-    },
-    band=_band,
-    constraints=(_tiles_fit,),
-    plain=VARIANTS["upstream"],
-)
-
-
 def block_sizes(k: int, n: int, element_bytes: int, unroll=None) -> list:
     """The kernel's token block sizes, largest first: ``unroll`` (None: picked from the
     weight's size) with 1 for the ragged tail."""
     if unroll is None:
         unroll = UNROLL_LARGE_WEIGHT if n * k * element_bytes >= LARGE_WEIGHT_BYTES else UNROLL
     return sorted(set(unroll) | {1}, reverse=True)
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per weight class and token band
+TUNING = Tuning(
+    params={
+        "unroll": Param((UNROLL, UNROLL_LARGE_WEIGHT, *UNROLL_ALTERNATIVES)),
+        "norm_task_rows": Param(("auto", None, 1, 2, 4, 8, 16, 32)),
+        **CUBE_TILE_PARAMS,
+    },
+    band=_band,
+    constraints=(tiles_fit(block_sizes),),
+    plain=VARIANTS["upstream"],
+)
 
 
 def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: str = None, has_bias: bool = False,

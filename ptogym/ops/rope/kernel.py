@@ -9,15 +9,47 @@ Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL`` token co
 them.  The vector tile is [tokens, heads, R] sized so that the widest op (an fp32
 binary op: two operands and a result) fits the 192 KB unified buffer.
 
+``TUNING`` below is what ``ptogym tune`` may change; the values the operator runs are
+in ``tuned.json`` beside this file.
+
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
+from ptogym.atoms.linear import cube_tile_violations
 from ptogym.atoms.rope import rope, rotation_cube_tiles
 from ptogym.atoms.signature import optional_input
+from ptogym.tune.space import Param, Tuning, token_band
 
 UB_BYTES = 192 * 1024
 FP32_BYTES = 4
 WIDEST_OP_TILES = 3
 UNROLL = (32, 8, 1)
+ELEMENT_BYTES = 2  # bf16 / fp16 (the operator's dtypes)
+
+
+def _band(tokens, heads, head_dim, rope_dim, dtype, layout):
+    """Token bands per layout (the interleaved one adds a cube stage)."""
+    return layout, f"{layout}/{token_band(tokens)}"
+
+
+def _rotation_tiles_fit(params, shape):
+    """pypto's cube tile rules for the rotation matmul of every block size (interleave)."""
+    if shape["layout"] != "interleave":
+        return None
+    for count in sorted(set(params["unroll"]) | {1}):
+        tiles = rotation_cube_tiles(count * shape["heads"], shape["rope_dim"])
+        if problems := cube_tile_violations(tiles, ELEMENT_BYTES):
+            return f"{count}-token blocks: rotation cube tiles {tiles}: {'; '.join(problems)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per layout and token band; plain: a token a step
+TUNING = Tuning(
+    params={"unroll": Param((UNROLL, (64, 16, 4, 1), (16, 4, 1), (8, 2, 1), (4, 1), (2, 1), (1,)))},
+    band=_band,
+    constraints=(_rotation_tiles_fit,),
+    plain={"unroll": (1,)},
+)
 
 
 def tile_for(tokens: int, heads: int, width: int):

@@ -15,6 +15,7 @@ from ptogym.atoms import host
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import LAYOUTS, rope_golden
@@ -90,6 +91,14 @@ def rotation_matrix(rope_dim: int, layout: str, dtype: torch.dtype, device="cpu"
     return _rotation_cpu(rope_dim, layout, dtype).to(device)
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``launch``'s ``tuned_params``)."""
+    x, cos = case.inputs["x"], case.inputs["cos"]
+    heads, head_dim = x.shape[1:] if len(x.shape) == 3 else (1, x.shape[1])
+    return {"tokens": x.shape[0], "heads": heads, "head_dim": head_dim, "rope_dim": cos.shape[1],
+            "dtype": SUPPORTED_DTYPES[x.dtype], "layout": case.attrs.get("layout", "interleave")}
+
+
 def launch(x, cos, sin, layout="interleave", backend=None) -> tuple[torch.Tensor, LaunchReport]:
     """Validate, then run the kernel; return (y, launch report)."""
     validate(x, cos, sin, layout)
@@ -102,6 +111,7 @@ def launch(x, cos, sin, layout="interleave", backend=None) -> tuple[torch.Tensor
     rope_dim = cos.shape[1]
     static = {"heads": heads_view[1], "head_dim": heads_view[2], "rope_dim": rope_dim,
               "dtype": SUPPORTED_DTYPES[x.dtype], "layout": layout}
+    static.update(tuned_params(kernel, tokens=x.shape[0], **static))
     tensors = [x.contiguous().view(heads_view), cos.contiguous(), sin.contiguous(), out.view(heads_view)]
     if layout == "interleave":  # the only layout that reads it (the kernel takes None otherwise)
         report = backend.launch(kernel.build, static, [*tensors, rotation_matrix(rope_dim, layout, x.dtype, x.device)])
@@ -188,5 +198,5 @@ SPEC = OpSpec(
     input_names=("x", "cos", "sin"),
     attr_names=("layout",),
     required_levels=("level0", "level1"),
-    extra={"patterns": ("AT-04",)},
+    extra={"patterns": ("AT-04",), "tuning_shape": tuning_shape},
 )
