@@ -29,7 +29,7 @@ from tune_fakes import built_static, make_toy_operator
 
 REPO = Path(__file__).resolve().parents[1]
 TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm", "linear",
-             "per_token_quant", "dequant", "rope", "cache_scatter")
+             "per_token_quant", "dequant", "rope", "cache_scatter", "swiglu_mlp", "moe_gating_topk", "moe_experts")
 
 
 def _tune(*argv, timeout=300):

@@ -10,11 +10,11 @@ PyPTO kernels, one per file, launched one after another by ``op.launch``:
 2. ``build_experts`` (this file; C1 V2 C2 V3 C3): for each expert e, the rows
    [starts[e], starts[e + 1]) of the padded list - read with GetTensorData, so an
    expert without tokens runs no iteration and reads none of its weights - in static
-   blocks (``loop_unroll`` over EXPERT_UNROLL): gather the tokens' rows of x
-   (index_select), gate and up projections with the expert's weights (cube), SwiGLU
-   (AT-07, vector), down projection (cube), times the routing weight in fp32 (vector),
-   rows scattered to their assignment's row of an fp32 buffer (scatter_update:
-   distinct rows, no race between experts).
+   blocks (``loop_unroll`` over the tuned table's ``unroll``, EXPERT_UNROLL): gather
+   the tokens' rows of x (index_select), gate and up projections with the expert's
+   weights (cube), SwiGLU (AT-07, vector), down projection (cube), times the routing
+   weight in fp32 (vector), rows scattered to their assignment's row of an fp32 buffer
+   (scatter_update: distinct rows, no race between experts).
 3. ``combine.build_combine`` (V4): y[t] = sum over k of buffer[t * top_k + k] in fp32,
    k in order, rounded once to x's dtype.
 
@@ -22,14 +22,48 @@ Each stage reads what the previous one wrote to HBM, so each is its own launch:
 pypto 0.2.0 reads a loop bound from a tensor (GetTensorData) of the kernel's inputs.
 No torch here.
 """
-from ptogym.atoms.linear import block_tile_shapes, linear
+from ptogym.atoms.linear import block_tile_shapes, blocks_up_to, linear, projection_violations
 from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
+from ptogym.tune.space import Param, Tuning, token_band
+
+from .combine import COMBINE_UNROLL
 
 ROW_GROUP = 16  # an expert's rows are padded to a multiple of the cube's m fractal: a 1-row block costs a 16-row one
 EXPERT_UNROLL = (128, 64, 32, 16)  # rows per block of one expert's padded run
 ELEMENT_BYTES = 2
 MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
 MAX_EXPERTS = 512  # the padded [1, N + 16 E] fp32 row within 64 KiB (three in UB); keys (E + 1) * N exact in fp32
+
+
+def expert_blocks(assignments: int, unroll) -> tuple:
+    """The block sizes of ``unroll`` an expert's padded run can use: a run of one
+    launch's ``assignments`` is at most that many rows rounded up to ROW_GROUP."""
+    return blocks_up_to(-(-assignments // ROW_GROUP) * ROW_GROUP, unroll)
+
+
+def _tiles_fit(params, shape):
+    """pypto's cube tile rules (``projection_violations``) for the three projections'
+    tiles at every block size the experts kernel compiles."""
+    sizes = sorted(set(expert_blocks(shape["tokens"] * shape["top_k"], params["unroll"])) | {1}, reverse=True)
+    hidden, inter = shape["hidden"], shape["inter"]
+    problems = (projection_violations(hidden, inter, ELEMENT_BYTES, sizes)
+                + projection_violations(inter, hidden, ELEMENT_BYTES, sizes))
+    return problems[0] if problems else None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``): the experts kernel's row
+#: blocks (multiples of ROW_GROUP, as the runs are) and the combine kernel's token
+#: blocks; the values the operator runs are in ``tuned.json`` beside this file, per
+#: token band of a launch (a chunk of at most MAX_ASSIGNMENTS assignments)
+TUNING = Tuning(
+    params={
+        "unroll": Param((EXPERT_UNROLL, (256, 128, 64, 32, 16), (64, 32, 16), (64, 16), (32, 16), (16,))),
+        "combine_unroll": Param((COMBINE_UNROLL, (128, 16, 1), (32, 4, 1), (16, 1), (8, 1), (1,))),
+    },
+    band=lambda tokens, top_k, hidden, inter: (token_band(tokens),),
+    constraints=(_tiles_fit,),
+    plain={"unroll": (ROW_GROUP,), "combine_unroll": (1,)},  # no upstream operator: one block size each
+)
 
 
 def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL):

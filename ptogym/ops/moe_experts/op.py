@@ -27,10 +27,10 @@ import math
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.atoms.linear import blocks_up_to
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import combine, kernel, route
 from .golden import moe_experts_golden
@@ -104,6 +104,11 @@ def padded_assignments(count: int) -> int:
     return max(64, 1 << (count - 1).bit_length())
 
 
+def chunk_tokens(top_k: int) -> int:
+    """Tokens per route / experts / combine sequence: at most MAX_ASSIGNMENTS assignments."""
+    return max(1, kernel.MAX_ASSIGNMENTS // top_k)
+
+
 def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch.Tensor, list]:
     """One route / experts / combine sequence; x [T, H] and the weights already padded
     to 32-byte extents."""
@@ -123,15 +128,16 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     reports = [backend.launch(route.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
     buffer = torch.empty(n + rows, hidden, dtype=torch.float32, device=device)  # assignments, then spare rows
-    most = -(-count // kernel.ROW_GROUP) * kernel.ROW_GROUP  # an expert's padded run is at most this long
+    tuned = tuned_params(kernel, tokens=tokens, top_k=top_k, hidden=hidden, inter=inter)
     static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],
-              "unroll": blocks_up_to(most, kernel.EXPERT_UNROLL)}
+              "unroll": kernel.expert_blocks(count, tuned["unroll"])}
     reports.append(backend.launch(kernel.build_experts, static,
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))
     y = torch.empty_like(x)
     reports.append(backend.launch(combine.build_combine, {"hidden": hidden, "top_k": top_k,
-                                                         "dtype": host.HALF_DTYPES[x.dtype]},
+                                                         "dtype": host.HALF_DTYPES[x.dtype],
+                                                         "unroll": tuned["combine_unroll"]},
                                   [buffer[:count].view(tokens, top_k * hidden), y], {}))
     return y, reports
 
@@ -146,7 +152,7 @@ def launch(x, topk_weights, topk_ids, w_gate, w_up, w_down, backend=None) -> tup
     h, i = host.aligned(hidden), host.aligned(inter)  # cube tiles need 32-byte n extents: odd sizes are padded
     w_gate, w_up = (host.zero_padded(w, (experts, i, h)) for w in (w_gate, w_up))
     w_down = host.zero_padded(w_down, (experts, h, i))
-    chunk = max(1, kernel.MAX_ASSIGNMENTS // top_k)
+    chunk = chunk_tokens(top_k)
     outputs, reports = [], []
     for start in range(0, tokens, chunk):
         rows = slice(start, start + chunk)
@@ -216,6 +222,15 @@ def _check_case(case) -> list[str]:
     return host.case_violations(case, INPUT_NAMES, rule_violations)
 
 
+def tuning_shape(case) -> dict:
+    """The shape the first launch of a level's call passes to the tuned table
+    (``_launch_chunk``: a chunk's tokens, padded extents)."""
+    tokens, top_k = case.inputs["topk_ids"].shape
+    _, inter, hidden = case.inputs["w_gate"].shape
+    return {"tokens": min(tokens, chunk_tokens(top_k)), "top_k": top_k,
+            "hidden": host.aligned(hidden), "inter": host.aligned(inter)}
+
+
 def _routed_experts(case) -> int:
     """Experts with at least one token: at most E, at most T * k (the weights moved)."""
     tokens, top_k = case.inputs["topk_ids"].shape
@@ -253,6 +268,6 @@ SPEC = OpSpec(
     output_names=("y",),
     attr_names=("skew",),
     required_levels=("level0", "level1", "level2", "level3"),
-    extra={"patterns": PATTERNS, "flops": flops,
+    extra={"patterns": PATTERNS, "flops": flops, "tuning_shape": tuning_shape,
            "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )

@@ -8,6 +8,8 @@ whole rows of E experts (a row's top k needs all of them in one tile).  No torch
 """
 from ptogym.atoms.gating import drop_groups, group_scores, reduction_tile, router_scores, topk_weights
 from ptogym.atoms.signature import optional_input
+from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
+from ptogym.tune.space import Param, Tuning, token_band
 
 UNROLL = (128, 32, 8, 1)  # rows per block
 TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
@@ -18,6 +20,25 @@ VARIANTS = {
     # upstream's GLM-4.5 select_experts: one token per loop iteration
     "upstream": {"unroll": (1,), "tile_rows": 1},
 }
+
+
+def _tile_rows(shape) -> tuple:
+    """Powers of two up to the rows of E fp32 scores the vector unit holds
+    (``vec_tile_rows``: the widest op's tiles within UB, capped at 128)."""
+    widest = vec_tile_rows(reduction_tile(shape["experts"]), max_rows=128)
+    return tuple(rows for rows in (TILE_ROWS, 1, 2, 4, 8, 16, 64, 128) if rows <= widest)
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band
+TUNING = Tuning(
+    params={
+        "unroll": Param((UNROLL, (256, 64, 16, 4, 1), (64, 16, 4, 1), (32, 8, 1), (16, 4, 1), (8, 1), (1,))),
+        "tile_rows": Param(_tile_rows),
+    },
+    band=lambda tokens, experts: (token_band(tokens),),
+    plain=VARIANTS["upstream"],
+)
 
 
 def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softmax", num_groups: int = 1,

@@ -37,6 +37,7 @@ import torch
 from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import moe_gating_topk_golden
@@ -109,7 +110,8 @@ def launch(router_logits, top_k, scoring="softmax", num_groups=1, topk_groups=1,
     ids = torch.empty(tokens, top_k, dtype=torch.int32, device=device)
     static = {"experts": experts, "top_k": top_k, "dtype": LOGIT_DTYPES[router_logits.dtype], "scoring": scoring,
               "num_groups": num_groups, "topk_groups": topk_groups, "has_bias": correction_bias is not None,
-              "renormalize": renormalize, "scaling": float(routed_scaling_factor), **kernel.VARIANTS.get(variant, {})}
+              "renormalize": renormalize, "scaling": float(routed_scaling_factor),
+              **tuned_params(kernel, tokens=tokens, experts=experts), **kernel.VARIANTS.get(variant, {})}
     tensors, scalars = [router_logits, weights, ids], {}
     if correction_bias is not None:  # the only case that reads it: the kernel takes None otherwise
         tensors.append(correction_bias.to(torch.float32).view(1, experts))
@@ -154,6 +156,12 @@ ATTR_DEFAULTS = {"top_k": None, "scoring": "softmax", "num_groups": 1, "topk_gro
 
 def _attrs(attrs) -> dict:
     return {name: attrs.get(name, default) for name, default in ATTR_DEFAULTS.items()}
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's call passes to the tuned table (``launch``)."""
+    tokens, experts = case.inputs["router_logits"].shape
+    return {"tokens": tokens, "experts": experts}
 
 
 def make_inputs(case, generator, device="cpu"):
@@ -206,5 +214,6 @@ SPEC = OpSpec(
     output_names=("topk_weights", "topk_ids"),
     attr_names=tuple(ATTR_DEFAULTS),
     required_levels=("level0", "level1", "level2", "level3"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes)},
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes),
+           "tuning_shape": tuning_shape},
 )

@@ -11,12 +11,15 @@ w_down) -> Tensor``.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ptogym.atoms import host, measure
 from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import swiglu_mlp_golden
@@ -57,7 +60,8 @@ def launch(x, w_gate, w_up, w_down, backend=None, variant=None) -> tuple[torch.T
     rows = host.as_rows(x)
     (inter, hidden), tokens = w_gate.shape, rows.shape[0]
     h, i = host.aligned(hidden), host.aligned(inter)  # cube tiles need 32-byte n extents: odd sizes are padded
-    static = {"hidden": h, "inter": i, "dtype": host.HALF_DTYPES[x.dtype], **kernel.VARIANTS.get(variant, {})}
+    static = {"hidden": h, "inter": i, "dtype": host.HALF_DTYPES[x.dtype],
+              **tuned_params(kernel, tokens=tokens, hidden=h, inter=i), **kernel.VARIANTS.get(variant, {})}
     y_rows = host.as_rows(y) if h == hidden else y.new_empty(tokens, h)
     report = host.launch(kernel.build, static, [host.zero_padded(rows, (tokens, h)), host.zero_padded(w_gate, (i, h)),
                                                 host.zero_padded(w_up, (i, h)), host.zero_padded(w_down, (h, i)),
@@ -87,6 +91,13 @@ def swiglu_mlp(x, w_gate, w_up, w_down, *, backend=None):
 
 
 # --- what the runner, tests and benchmarks need -------------------------------------------
+def tuning_shape(case) -> dict:
+    """The shape a level's call passes to the tuned table (``launch``: padded extents)."""
+    x, w_gate = case.inputs["x"], case.inputs["w_gate"]
+    return {"tokens": math.prod(x.shape[:-1]), "hidden": host.aligned(x.shape[-1]),
+            "inter": host.aligned(w_gate.shape[0])}
+
+
 def make_inputs(case, generator, device="cpu"):
     """x ~ N(0, 1); weights ~ N(0, 1/fan_in) (a trained layer's scale: every projection
     keeps O(1) outputs)."""
@@ -118,10 +129,7 @@ def hbm_bytes(case) -> int:
 def flops(case) -> int:
     """2 * rows * H * I for each of the three projections."""
     x, w_gate = case.inputs["x"], case.inputs["w_gate"]
-    rows = 1
-    for d in x.shape[:-1]:
-        rows *= d
-    return 3 * 2 * rows * w_gate.shape[0] * w_gate.shape[1]
+    return 3 * 2 * math.prod(x.shape[:-1]) * w_gate.shape[0] * w_gate.shape[1]
 
 
 SPEC = OpSpec(
@@ -136,6 +144,6 @@ SPEC = OpSpec(
     output_names=("y",),
     attr_names=(),
     required_levels=("level0", "level1", "level2", "level3"),
-    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops,
+    extra={"patterns": PATTERNS, "variants": ("upstream",), "flops": flops, "tuning_shape": tuning_shape,
            "sim_summary": measure.summarizer(hbm_bytes, flops)},
 )
