@@ -119,7 +119,8 @@ def test_sweep_rejects_the_wrong_result_records_everything_and_apply_changes_the
     db, report, figure = tmp_path / "tune.sqlite", tmp_path / "tune.json", tmp_path / "tune.png"
     spec = get_op(package)
     before = built_static(spec, _case(spec, "level0"))
-    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--workers", 2, "--measure", "tune_fakes:toy_cost",
+    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--workers", 2, "--memory-gb", 1.5,
+                                "--measure", "tune_fakes:toy_cost",
                                 "--verify-backend", "interp", "--db", db, "--json", report, "--plot", figure, "--apply")
     assert (code, lines[-1]) == (0, "[TUNE_OK]"), stderr[-2000:]
     rows = _rows(db)
@@ -168,7 +169,7 @@ def test_an_interrupted_sweep_stops_its_trials_at_once(tmp_path):
     package = make_toy_operator(tmp_path, "tune_toy_interrupt")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     process = subprocess.Popen([sys.executable, "-m", "ptogym", "tune", str(package), "level0", "--workers", "2",
-                                "--measure", "tune_fakes:slow_cost", "--timeout", "300", "--db",
+                                "--memory-gb", "1.5", "--measure", "tune_fakes:slow_cost", "--timeout", "300", "--db",
                                 str(tmp_path / "x.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env, cwd=REPO,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as in a terminal
