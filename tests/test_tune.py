@@ -27,7 +27,8 @@ from ptogym.verify.cases import load_cases
 from tune_fakes import built_static, make_toy_operator
 
 REPO = Path(__file__).resolve().parents[1]
-TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm")
+TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm", "mla_prolog",
+             "mla_prolog_quant", "qwen3_pre_attn", "flash_attention", "paged_attention")
 
 
 def _tune(*argv, timeout=300):
