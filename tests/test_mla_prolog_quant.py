@@ -115,17 +115,20 @@ def test_q_lora_rank_must_fill_int8_blocks():
 
 
 def _thresholds():
+    """(operator, token count) where the tuned table's pass options change."""
     from ptogym.ops.mla_prolog import kernel
+    from ptogym.ops.mla_prolog.op import tuned_build_params
     return [(op_name, start) for op_name, quant in (("mla_prolog", False), ("mla_prolog_quant", True))
-            for start, _ in kernel.PASS_OPTIONS[quant][1:]]
+            for start in kernel.BAND_STARTS
+            if tuned_build_params(start, quant)["pass_options"] != tuned_build_params(start - 1, quant)["pass_options"]]
 
 
 @pytest.mark.parametrize("op_name,tokens", _thresholds())
 def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name, tokens, interp_builds):
-    """The operators build the kernel with kernel.pass_options_for(T) (scheduling only:
-    measured per token count), on both sides of each threshold, and compute the golden's
-    numbers at the threshold."""
-    from ptogym.ops.mla_prolog import kernel
+    """The operators build the kernel with the tuned table's pass options for T (scheduling
+    only: measured per token count), on both sides of each threshold, and compute the
+    golden's numbers at the threshold."""
+    from ptogym.ops.mla_prolog.op import tuned_build_params
 
     spec = get_op(op_name)
     quant = op_name == "mla_prolog_quant"
@@ -136,7 +139,8 @@ def test_pass_options_follow_the_token_count_and_leave_the_numbers_alone(op_name
     outputs, _ = spec.run(inputs, {"eps": 1e-6}, interp)
     spec.run({n: t[:tokens - 1] if n in ("x", "cos", "sin") else t for n, t in inputs.items()}, {"eps": 1e-6}, interp)
     options = [s["pass_options"] for s in seen]
-    assert options == [kernel.pass_options_for(tokens, quant), kernel.pass_options_for(tokens - 1, quant)]
+    assert options == [tuned_build_params(tokens, quant)["pass_options"],
+                       tuned_build_params(tokens - 1, quant)["pass_options"]]
     assert options[0] != options[1]
     expected = spec.golden(inputs, {"eps": 1e-6})
     for name in spec.output_names:

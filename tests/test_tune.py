@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ptogym.cli import main
-from ptogym.ops import get_op
+from ptogym.ops import all_ops, get_op
 from ptogym.tune import table
 from ptogym.tune.space import config_key, token_band
 from ptogym.tune.trial import TrialRequest, execute, load_level
@@ -28,8 +28,7 @@ from ptogym.workflow.scaffold import scaffold
 from tune_fakes import built_static, make_toy_operator
 
 REPO = Path(__file__).resolve().parents[1]
-TUNED_OPS = ("inplace_add_rms_norm", "rms_norm_linear", "rms_norm_linear_quant", "rms_norm", "linear",
-             "per_token_quant", "dequant", "rope", "cache_scatter", "swiglu_mlp", "moe_gating_topk", "moe_experts")
+TUNED_OPS = tuple(spec.name for spec in all_ops())  # every operator declares TUNING and reads its tuned.json
 
 
 def _tune(*argv, timeout=300):

@@ -24,7 +24,9 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
                                     start_state)
+from ptogym.atoms.linear import cube_tile_violations
 from ptogym.atoms.signature import optional_input
+from ptogym.tune.space import Param, Tuning, token_band
 
 Q_BLOCK = 128
 KV_BLOCK = 128
@@ -68,13 +70,58 @@ def head_steps(q_len: int, kv_len: int, causal: bool, q_block: int = Q_BLOCK, kv
     return steps
 
 
-def schedule(q_len: int, kv_len: int, causal: bool) -> dict:
-    """Build kwargs chosen per call from the sizes (pypto 0.2.0 cost model, README): heads of
+def schedule(q_len: int, kv_len: int, causal: bool, params: dict) -> dict:
+    """``params`` (the tuned table's build kwargs) with an "auto" ``unrolled`` and
+    ``merge_vector_chain`` chosen from the sizes (pypto 0.2.0 cost model, README): heads of
     up to ``UNROLL_STEPS`` steps walk their blocks in Python with the state as values
     (level2, B1 S512 32/8 causal: 1963.9 -> 426.6 µs); longer ones keep the block loops,
     with each step's vector chain merged into one task (1963.9 -> 1818.5 µs)."""
-    unrolled = head_steps(q_len, kv_len, causal) <= UNROLL_STEPS
-    return {"unrolled": unrolled, "merge_vector_chain": not unrolled}
+    unrolled, merge = params["unrolled"], params["merge_vector_chain"]
+    if unrolled == "auto":
+        unrolled = head_steps(q_len, kv_len, causal, params["q_block"], params["kv_block"]) <= UNROLL_STEPS
+    return {**params, "unrolled": unrolled, "merge_vector_chain": not unrolled if merge == "auto" else merge}
+
+
+def _band(q_len, kv_len, causal):
+    """The mask, then the query and key length bands."""
+    mask = "causal" if causal else "full"
+    return mask, f"{mask}/q:{token_band(q_len)}/kv:{token_band(kv_len)}"
+
+
+def _unrolled_steps_fit(params, shape):
+    """An unrolled head is compiled step by step: at most ``UNROLL_STEPS`` of them."""
+    if params["unrolled"] is True:
+        steps = head_steps(shape["q_len"], shape["kv_len"], shape["causal"], params["q_block"], params["kv_block"])
+        if steps > UNROLL_STEPS:
+            return f"unrolled: {steps} key-block steps a head > {UNROLL_STEPS} (UNROLL_STEPS)"
+    return None
+
+
+def fixed_tiles_fit(params, shape):
+    """pypto's cube tile rules (``cube_tile_violations``) for fixed C1 / C2 tiles (a tuning
+    constraint, paged attention's too)."""
+    for stage, tiles in params.get("fixed_tiles") or ():
+        if stage != "v1" and (problems := cube_tile_violations(tiles, 2)):
+            return f"fixed_tiles: {stage} {tiles}: {'; '.join(problems)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file ("auto": ``schedule``'s choice), per mask and
+#: query / key length band
+TUNING = Tuning(
+    params={
+        "q_block": Param((Q_BLOCK, 64, 32, 256)),
+        "kv_block": Param((KV_BLOCK, 256, 512, 64)),
+        "vec_rows": Param((VEC_ROWS, 16, 64)),
+        "unrolled": Param(("auto", True, False)),
+        "merge_vector_chain": Param(("auto", True, False)),
+        "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
+    },
+    band=_band,
+    constraints=(_unrolled_steps_fit, fixed_tiles_fit),
+    plain=VARIANTS["upstream"],
+)
 
 
 def first_row(q_len: int, kv_len: int, causal: bool) -> int:

@@ -17,6 +17,7 @@ from ptogym.atoms import host, measure
 from ptogym.atoms.attention import MASKED
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import causal_mask, flash_attention_golden
@@ -79,6 +80,18 @@ def causal_bias(block: int, device) -> torch.Tensor:
     return torch.triu(torch.full((block, block), MASKED, device=device), diagonal=1)
 
 
+def tuned_build_params(q_len: int, kv_len: int, causal: bool) -> dict:
+    """The tuned table's build parameters for a call (``kernel.TUNING``'s bands; "auto"
+    left for ``kernel.schedule``)."""
+    return tuned_params(kernel, q_len=q_len, kv_len=kv_len, causal=causal)
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_build_params``)."""
+    return {"q_len": case.inputs["q"].shape[1], "kv_len": case.inputs["k"].shape[1],
+            "causal": _attrs(case.attrs)[0]}
+
+
 def launch(q, k, v, causal=False, scale=None, backend=None, variant=None
            ) -> tuple[torch.Tensor, torch.Tensor, LaunchReport]:
     """Validate and run the kernel; return (out, lse, launch report).  q, k, v may be
@@ -90,7 +103,8 @@ def launch(q, k, v, causal=False, scale=None, backend=None, variant=None
     lse = torch.empty(batch, heads, q_len, dtype=torch.float32, device=q.device)
     static = {"batch": batch, "q_len": q_len, "kv_len": kv_len, "heads": heads, "kv_heads": kv_heads,
               "head_dim": head_dim, "dtype": host.HALF_DTYPES[q.dtype], "causal": causal,
-              **kernel.schedule(q_len, kv_len, causal), **kernel.VARIANTS.get(variant, {})}
+              **kernel.schedule(q_len, kv_len, causal, tuned_build_params(q_len, kv_len, causal)),
+              **kernel.VARIANTS.get(variant, {})}
     flat = [t.contiguous().view(t.shape[0] * t.shape[1], t.shape[2] * t.shape[3]) for t in (q, k, v)]
     tensors, scalars = [*flat, out.view(batch * q_len, heads * head_dim), lse.view(-1, 1)], {}
     if kernel.reads_mask(q_len, heads, kv_heads, causal):  # else the kernel takes None for it
@@ -191,5 +205,5 @@ SPEC = OpSpec(
     attr_names=("causal", "scale"),
     required_levels=("level0", "level1", "level2", "level3", "level4"),
     extra={"patterns": ("SK-01", "SK-02", "AT-01", "AT-02", "AT-12", "AT-13", "AT-20", "AT-21"), "variants": tuple(kernel.VARIANTS),
-           "sim_summary": measure.summarizer(hbm_bytes, flops)},
+           "sim_summary": measure.summarizer(hbm_bytes, flops), "tuning_shape": tuning_shape},
 )

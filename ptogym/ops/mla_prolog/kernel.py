@@ -16,15 +16,17 @@ The weights are K-major as upstream passes them (wq_a [H, q_lora_rank], wq_b
 The interleaved rotation is one matmul with the constant signed permutation
 ``rotation`` [R, R] (exact; see ptogym/atoms/rope.py).
 
-Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL``.
+Tokens are one dynamic axis walked with ``loop_unroll`` over the tuned table's ``unroll``
+(``UNROLL``; ``TUNING`` below is what ``ptogym tune`` may change).
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.linear import (INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS, L0C_BYTES, L1_BYTES,
-                                 block_tile_shapes, cube_tile_shapes)
+                                 block_tile_shapes, cube_tile_shapes, cube_tile_violations)
 from ptogym.atoms.quant import dequant, per_token_quant
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope, rotation_cube_tiles
+from ptogym.tune.space import Param, Tuning
 
 UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
@@ -59,8 +61,8 @@ INT8_Q_B_TILES = (256, 1024, 4)  # (k_tile, n_tile cap, k1 depth in k0 blocks)
 #: T=1024 616.5 -> 574.3.  Not in the bf16 kernel: T=1 98.5 -> 94.5 but T=16 114.9 -> 129.2.
 HEAD_TILE_HEADS = 8
 
-#: Pass options per call, picked by the operators from the token count (pypto reads pass
-#: options once per jit, so one kernel cannot switch them per token block).
+#: Pass options per call, read by the operators from the tuned table's token bands (pypto
+#: reads pass options once per jit, so one kernel cannot switch them per token block).
 #: ``cube_nbuffer_setting`` merges same-structure cube tasks into one (fewer tasks, each
 #: paying ~3.5 us of dispatch gap on its core, but less parallelism); its keys are pypto
 #: 0.2.0's "hashorder" ids of the groups of same-structure cube subgraphs, numbered per
@@ -85,23 +87,15 @@ HEAD_TILE_HEADS = 8
 #:   int8, T=1 / 16, per group:   {2: 2} 65.2 / 81.8, {2: 4} 83.6 / 98.3, {2: 2, -1: 2}
 #:                                66.1 / 84.6
 #: vec_nbuffer_setting {-1: 2} / {-1: 4}: int8 T=128 141.2 / 144.1 (before the groups).
-#: The per-group rows below cover the token counts whose largest block is one measured
-#: (blocks of up to 16 tokens; 128); counts between keep the former {-1: 2}.
+#: The tuned table (``tuned.json``) keeps the per-group settings for the token counts whose
+#: largest block is one measured (blocks of up to 16 tokens; 128); counts between keep {-1: 2}.
 ALL_CUBE_PAIRS = ("cube_nbuffer_setting", ((-1, 2),))
 Q_B_CUBE_GROUP_128, Q_ROPE_CUBE_GROUP_128, Q_B_CUBE_GROUP_16 = 4, 5, 2
 BLOCK_128_CUBE_GROUPS = ("cube_nbuffer_setting", ((Q_B_CUBE_GROUP_128, 4), (Q_ROPE_CUBE_GROUP_128, 2), (-1, 1)))
 SMALL_INT8_CUBE_GROUPS = ("cube_nbuffer_setting", ((Q_B_CUBE_GROUP_16, 2), (-1, 1)))
-#: (from this many tokens, pass options) rows, ascending; a call takes the last row it reaches.
-PASS_OPTIONS = {
-    False: ((0, ()), (128, (BLOCK_128_CUBE_GROUPS,)), (256, (ALL_CUBE_PAIRS,))),
-    True: ((0, (SMALL_INT8_CUBE_GROUPS,)), (64, (ALL_CUBE_PAIRS,)), (128, (BLOCK_128_CUBE_GROUPS,)),
-           (256, (ALL_CUBE_PAIRS,)), (INT8_PREFILL_TOKENS, INT8_PREFILL_PASS_OPTIONS)),
-}
-
-
-def pass_options_for(tokens: int, quant: bool) -> tuple:
-    """The measured best pass options (``build``'s ``pass_options``) for a call of ``tokens``."""
-    return [options for start, options in PASS_OPTIONS[quant] if start <= tokens][-1]
+#: Token counts at which the tuned table's bands start: where the largest block of ``UNROLL``
+#: changes the cube groups' numbering (64, 128, 256) and where int8 prefill begins.
+BAND_STARTS = (64, 128, 256, INT8_PREFILL_TOKENS)
 
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -130,6 +124,61 @@ QUANT_VARIANTS = {
 }
 
 
+def fixed_cube_tiles(kn_tiles, tokens: int, cube_m=None) -> list:
+    """``set_cube_tile_shapes`` arguments of a variant's (k, n) tiles, ((k0, k1[, k1b]), (n0,
+    n1)[, enable_split_k]), for a block of ``tokens``: m is ``cube_m``, else the block's rows
+    up to 128 (upstream's tile_bs)."""
+    m = cube_m or min(tokens, 128)
+    k_tiles, n_tiles, *split_k = kn_tiles
+    return [[m, m], list(k_tiles), list(n_tiles), *split_k]
+
+
+def block_sizes(unroll) -> list:
+    """The token blocks of the kernel's loop, largest first (1 for the ragged tail)."""
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
+def _band(tokens, quant):
+    """A precision class (int8 q_b or not), then its token range (``BAND_STARTS``)."""
+    precision = "int8" if quant else "half"
+    start = next((start for start in BAND_STARTS if tokens < start), None)
+    tokens_band = f"tokens<{start}" if start is not None else f"tokens>={BAND_STARTS[-1]}"
+    return precision, f"{precision}/{tokens_band}"
+
+
+def _fixed_tiles_fit(params, shape):
+    """pypto's cube tile rules (``cube_tile_violations``) for a variant's fixed (k, n) tiles
+    at every block size (wq_b's elements are int8 in the quantised kernel)."""
+    for stage, kn_tiles in params.get("cube_kn") or ():
+        element_bytes = 1 if shape["quant"] and stage == "wq_b" else 2
+        for tokens in block_sizes(params["unroll"]):
+            tiles = fixed_cube_tiles(kn_tiles, tokens, params.get("cube_m"))[:3]
+            if problems := cube_tile_violations(tiles, element_bytes):
+                return f"cube_kn: {stage} tiles for {tokens}-token blocks {tiles}: {'; '.join(problems)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``), for this kernel and the quantised
+#: one; the values the operators run are in ``tuned.json`` beside this file, per precision
+#: class and token range
+TUNING = Tuning(
+    params={
+        "unroll": Param((UNROLL, (512, 256, 128, 64, 16, 4, 1), (256, 128, 64, 16, 4, 1), (128, 64, 16, 4, 1),
+                         VARIANTS["upstream"]["unroll"], (64, 16, 4, 1), (16, 4, 1))),
+        "pass_options": Param(((), (ALL_CUBE_PAIRS,), (BLOCK_128_CUBE_GROUPS,), (SMALL_INT8_CUBE_GROUPS,),
+                               INT8_PREFILL_PASS_OPTIONS, (ALL_CUBE_PAIRS, *INT8_PREFILL_PASS_OPTIONS),
+                               QUANT_VARIANTS["upstream"]["pass_options"])),
+        "cube_kn": Param((None, VARIANTS["upstream"]["cube_kn"], QUANT_VARIANTS["upstream"]["cube_kn"])),
+        "cube_m": Param((None, 32, 16, 64), when=lambda params: params.get("cube_kn") is not None),
+        "runtime_options": Param((None, VARIANTS["upstream"]["runtime_options"],
+                                  QUANT_VARIANTS["upstream"]["runtime_options"])),
+    },
+    band=_band,
+    constraints=(_fixed_tiles_fit,),
+    plain=VARIANTS["upstream"],
+)
+
+
 def vec_tile(tokens: int, heads: int, width: int) -> list:
     """[tokens, heads] of a vector tile over [tokens, heads, width] fp32 data: within
     pypto.sum's buffer and, for the widest op, the UB."""
@@ -152,16 +201,14 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
     acc_dt = pypto.DT_FP32 if quant else dt  # what the q_a / kv projections produce
     width = heads * head_dim
     nope = head_dim - rope_dim
-    unroll_list = sorted(set(unroll) | {1}, reverse=True)
+    unroll_list = block_sizes(unroll)
     fixed_kn = dict(cube_kn or ())
     weight_shape = {"wq_a": (hidden, q_lora_rank), "wq_b": (q_lora_rank, width), "wkv": (hidden, head_dim)}
 
     def set_cube_tiles(stage, tokens, element_bytes=2):
         k, n = weight_shape[stage]
-        if stage in fixed_kn:  # a variant's tiles: ((k0, k1[, k1b]), (n0, n1)[, enable_split_k])
-            m = cube_m or min(tokens, 128)  # no cube_m: the block's rows, up to 128 (upstream's tile_bs)
-            k_tiles, n_tiles, *split_k = fixed_kn[stage]
-            pypto.set_cube_tile_shapes([m, m], list(k_tiles), list(n_tiles), *split_k)
+        if stage in fixed_kn:
+            pypto.set_cube_tile_shapes(*fixed_cube_tiles(fixed_kn[stage], tokens, cube_m))
             return
         if element_bytes == 2:
             pypto.set_cube_tile_shapes(*block_tile_shapes(tokens, k, n, element_bytes))

@@ -16,6 +16,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.rope.op import MAX_INTERLEAVE_ROPE_DIM, rotation_matrix
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import mla_prolog_golden
@@ -90,6 +91,17 @@ def _outputs(x, d):
             x.new_empty(tokens, d["q_lora_rank"]))
 
 
+def tuned_build_params(tokens: int, quant: bool) -> dict:
+    """The tuned table's build parameters for a call (``kernel.TUNING``'s bands); the
+    quantised operator reads the same table (``quant=True``)."""
+    return tuned_params(kernel, tokens=tokens, quant=quant)
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_build_params``)."""
+    return {"tokens": case.inputs["x"].shape[0], "quant": case.inputs["wq_b"].dtype == torch.int8}
+
+
 def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, eps=1e-6, backend=None, variant=None):
     """Validate, then run the kernel; return ((q, kv, qr), launch report)."""
     validate(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, eps)
@@ -99,7 +111,7 @@ def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, eps=1e-6, backend=
     if x.shape[0] == 0:
         return outputs, LaunchReport(backend=backend.name, wall_s=0.0)
     static = {**d, "dtype": host.HALF_DTYPES[x.dtype],
-              **(kernel.VARIANTS[variant] if variant else {"pass_options": kernel.pass_options_for(x.shape[0], False)})}
+              **(kernel.VARIANTS[variant] if variant else tuned_build_params(x.shape[0], quant=False))}
     tensors = [x, wq_a, wq_b, wkv, gamma_cq.view(1, -1), gamma_ckv.view(1, -1), cos, sin,
                rotation_matrix(d["rope_dim"], "interleave", x.dtype, x.device), *outputs]
     return outputs, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
@@ -198,6 +210,7 @@ SPEC = OpSpec(
     attr_names=("eps",),
     required_levels=("level0", "level1", "level2"),
     extra={"patterns": ("SK-04", "AT-04"), "variants": ("upstream",), "sim_summary": measure.summarizer(hbm_bytes, flops),
+           "tuning_shape": tuning_shape,
            # upstream's own kernel under the same cost model (µs), measured in issue 11
            "anchors_us": {"level4": 196.7, "level5": 457.9, "level6": 2713.7}},
 )

@@ -17,7 +17,7 @@ from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.mla_prolog import kernel
-from ptogym.ops.mla_prolog.op import case_hooks, dims, flops
+from ptogym.ops.mla_prolog.op import case_hooks, dims, flops, tuned_build_params, tuning_shape
 from ptogym.ops.mla_prolog.op import shape_rule_violations as prolog_rules
 from ptogym.ops.rope.op import rotation_matrix
 
@@ -71,8 +71,7 @@ def launch(x, wq_a, wq_b, wkv, gamma_cq, gamma_ckv, cos, sin, wq_b_scale, eps=1e
     if x.shape[0] == 0:
         return outputs, LaunchReport(backend=backend.name, wall_s=0.0)
     static = {**d, "dtype": host.HALF_DTYPES[x.dtype], "quant": True,
-              **(kernel.QUANT_VARIANTS[variant] if variant else
-                 {"pass_options": kernel.pass_options_for(x.shape[0], quant=True)})}
+              **(kernel.QUANT_VARIANTS[variant] if variant else tuned_build_params(x.shape[0], quant=True))}
     tensors = [x, wq_a, wq_b, wkv, gamma_cq.view(1, -1), gamma_ckv.view(1, -1), cos, sin,
                rotation_matrix(d["rope_dim"], "interleave", x.dtype, x.device), wq_b_scale.view(1, -1), *outputs]
     return outputs, backend.launch(kernel.build, static, tensors, {"eps": float(eps)})
@@ -149,5 +148,6 @@ SPEC = OpSpec(
     input_names=INPUT_NAMES,
     attr_names=("eps",),
     required_levels=("level0", "level1"),
-    extra={"patterns": ("SK-04", "AT-04"), "variants": tuple(kernel.QUANT_VARIANTS), "sim_summary": measure.summarizer(hbm_bytes, flops)},
+    extra={"patterns": ("SK-04", "AT-04"), "variants": tuple(kernel.QUANT_VARIANTS), "sim_summary": measure.summarizer(hbm_bytes, flops),
+           "tuning_shape": tuning_shape},
 )

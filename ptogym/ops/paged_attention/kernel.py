@@ -17,7 +17,8 @@ ceil(seq_len / block_size) are never read.
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import finish, start_state
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_block
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_block, fixed_tiles_fit
+from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
@@ -32,6 +33,21 @@ VARIANTS = {
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per batch (decode tokens) band
+TUNING = Tuning(
+    params={
+        "vec_rows": Param((VEC_ROWS, 16, 64)),
+        "merge_vector_chain": Param((False, True)),
+        "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
+        "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
+    },
+    band=lambda batch: (token_band(batch),),
+    constraints=(fixed_tiles_fit,),
+    plain=VARIANTS["upstream"],
+)
 
 
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,

@@ -19,6 +19,7 @@ from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.ops.flash_attention.op import HEAD_DIMS, default_scale
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import paged_attention_golden
@@ -104,6 +105,11 @@ def validate(q, k_cache, v_cache, block_table, seq_lens, scale) -> None:
         host.raise_first([(ValueError, m) for m in value_violations(block_table, seq_lens, *k_cache.shape[:2])])
 
 
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_params(kernel, ...)``)."""
+    return {"batch": case.inputs["q"].shape[0]}
+
+
 def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None, variant=None
            ) -> tuple[torch.Tensor, LaunchReport]:
     """Validate and run the kernel; return (out, launch report).  q, block_table and
@@ -114,7 +120,7 @@ def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None,
     out = torch.empty(batch, heads, head_dim, dtype=q.dtype, device=q.device)
     static = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "num_blocks": num_blocks,
               "block_size": block_size, "max_blocks": block_table.shape[1], "dtype": host.HALF_DTYPES[q.dtype],
-              **kernel.VARIANTS.get(variant, {})}
+              **tuned_params(kernel, batch=batch), **kernel.VARIANTS.get(variant, {})}
     slots, width = num_blocks * block_size, kv_heads * head_dim
     tensors = [q.contiguous().view(batch * heads, head_dim), k_cache.view(slots, width), v_cache.view(slots, width),
                block_table.contiguous(), seq_lens.contiguous(), out.view(batch * heads, head_dim)]
@@ -254,5 +260,5 @@ SPEC = OpSpec(
     attr_names=("seq_lens", "scale"),
     required_levels=("level0", "level1", "level2", "level3"),
     extra={"patterns": ("SK-01", "AT-01", "AT-12", "AT-13", "AT-17", "AT-20", "AT-21"), "variants": tuple(kernel.VARIANTS),
-           "sim_summary": measure.summarizer(hbm_bytes)},
+           "sim_summary": measure.summarizer(hbm_bytes), "tuning_shape": tuning_shape},
 )

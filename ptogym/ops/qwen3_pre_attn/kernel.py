@@ -11,7 +11,8 @@ the model's bf16 modules do):
     k_cache[slot], v_cache[slot] = k, v                   AT-16   (scatter_update)
     q_out      = q
 
-Tokens are one dynamic axis walked with ``loop_unroll`` over ``UNROLL`` block sizes.
+Tokens are one dynamic axis walked with ``loop_unroll`` over the tuned table's ``unroll``
+block sizes (``UNROLL``; ``TUNING`` below is what ``ptogym tune`` may change).
 The caches are 2-D [slots, kv_heads * D] views; the scatter moves the update back
 into the cache parameters themselves.  A batch with padding slots (negative, as in
 ``ptogym.ops.cache_scatter``) uses the ``kv_rows_out`` form, which returns the k/v
@@ -22,10 +23,11 @@ it writes them (as InplaceAddRmsNorm).
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.cache_scatter import scatter_rows
-from ptogym.atoms.linear import cube_tile_shapes, linear
+from ptogym.atoms.linear import cube_tile_shapes, cube_tile_violations, linear
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.rope import rope
 from ptogym.atoms.signature import optional_input
+from ptogym.tune.space import Param, Tuning, token_band
 
 UB_BYTES = 192 * 1024
 SUM_BUFFER_BYTES = 64 * 1024
@@ -38,6 +40,35 @@ VARIANTS = {
     # upstream pypto-gym qwen3_pre_attn_fused: blocks of 8 tokens, cube tiles [8, 8], [128, 512], [128, 128]
     "upstream": {"unroll": (8,), "cube_fixed": ((8, 8), (128, 512), (128, 128))},
 }
+
+
+def block_sizes(unroll) -> list:
+    """The token blocks of the kernel's loop, largest first (1 for the ragged tail)."""
+    return sorted(set(unroll) | {1}, reverse=True)
+
+
+def _tiles_fit(params, shape):
+    """pypto's cube tile rules (``cube_tile_violations``) for the QKV projection's tiles
+    (``cube_tile_shapes``, as the kernel sets them) at every block size."""
+    for tokens in block_sizes(params["unroll"]):
+        tiles = cube_tile_shapes(tokens, shape["hidden"], shape["q_width"], 2, fixed=params["cube_fixed"])
+        if problems := cube_tile_violations(tiles, 2):
+            return f"cube tiles for {tokens}-token blocks {tiles}: {'; '.join(problems)}"
+    return None
+
+
+#: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
+#: are in ``tuned.json`` beside this file, per token band
+TUNING = Tuning(
+    params={
+        "unroll": Param((UNROLL, (256, 128, 16, 4, 1), (64, 16, 4, 1), (32, 8, 1), (16, 4, 1),
+                         VARIANTS["upstream"]["unroll"])),
+        "cube_fixed": Param((None, VARIANTS["upstream"]["cube_fixed"])),
+    },
+    band=lambda tokens, hidden, q_width: (token_band(tokens),),
+    constraints=(_tiles_fit,),
+    plain=VARIANTS["upstream"],
+)
 
 
 def vec_rows(width: int, limit: int) -> int:
@@ -61,7 +92,7 @@ def build(pypto, *, hidden: int, heads: int, kv_heads: int, head_dim: int, dtype
     dynamic-T staging workspace inside the kernel is not allowed)."""
     dt, index_dt = getattr(pypto, dtype), getattr(pypto, index_dtype)
     q_width, kv_width = heads * head_dim, kv_heads * head_dim
-    unroll_list = sorted(set(unroll) | {1}, reverse=True)
+    unroll_list = block_sizes(unroll)
 
     def front_block(hidden_states, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin,
                     residual_out, q_out, eps, token, count):

@@ -25,6 +25,7 @@ from ptogym.ops import OpSpec
 from ptogym.ops.inplace import check_inplace_arguments
 from ptogym.ops.cache_scatter.op import INDEX_DTYPES, make_slot_mapping, padding_attr_violations, slot_violations
 from ptogym.ops.cache_scatter.op import launch as scatter_launch
+from ptogym.tune.table import tuned_params
 
 from . import kernel
 from .golden import qwen3_pre_attn_golden
@@ -111,6 +112,17 @@ def validate(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, c
     host.raise_first([(ValueError, m) for m in slot_violations(slot_mapping, k_cache.shape[0])])
 
 
+def tuned_build_params(tokens: int, hidden: int, q_width: int) -> dict:
+    """The tuned table's build parameters for a call (``kernel.TUNING``'s bands)."""
+    return tuned_params(kernel, tokens=tokens, hidden=hidden, q_width=q_width)
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table (``tuned_build_params``)."""
+    d = dims(*(case.inputs[name] for name in ("hidden", "w_qkv", "q_norm_gamma", "k_cache")))
+    return {"tokens": case.inputs["hidden"].shape[0], "hidden": d["hidden"], "q_width": d["heads"] * d["head_dim"]}
+
+
 def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos, sin, k_cache, v_cache,
            slot_mapping, eps=1e-6, backend=None, variant=None) -> tuple[torch.Tensor, LaunchReport]:
     """Validate, then run the kernel (residual and the caches in place); return (q, report).
@@ -128,7 +140,9 @@ def launch(hidden, residual, input_gamma, w_qkv, q_norm_gamma, k_norm_gamma, cos
         return q, LaunchReport(backend=backend.name, wall_s=0.0)
     padded = not host.is_meta(slot_mapping) and bool((slot_mapping < 0).any())
     static = {**d, "dtype": host.HALF_DTYPES[hidden.dtype], "index_dtype": INDEX_DTYPES[slot_mapping.dtype],
-              "kv_rows_out": padded, **(kernel.VARIANTS[variant] if variant else {})}
+              "kv_rows_out": padded,
+              **(kernel.VARIANTS[variant] if variant else tuned_build_params(tokens, d["hidden"],
+                                                                             d["heads"] * d["head_dim"]))}
     kv_width = d["kv_heads"] * d["head_dim"]
     per_head = [gamma.expand(heads, -1).contiguous().unsqueeze(0)  # pypto broadcasts one axis at a time
                 for gamma, heads in ((q_norm_gamma, d["heads"]), (k_norm_gamma, d["kv_heads"]))]
@@ -265,5 +279,5 @@ SPEC = OpSpec(
     writes=WRITES,
     required_levels=("level0", "level1", "level2"),
     extra={"patterns": ("SK-03", "SK-05", "AT-04", "AT-16"), "variants": ("upstream",),
-           "sim_summary": measure.summarizer(hbm_bytes, flops)},
+           "sim_summary": measure.summarizer(hbm_bytes, flops), "tuning_shape": tuning_shape},
 )
