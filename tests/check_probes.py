@@ -422,19 +422,6 @@ def _three(value0, value1, value2=0.0):
 
 
 @probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
-def move_into_input_in_loop(pypto):
-    @pypto.frontend.jit
-    def kernel(t0: pypto.Tensor([32, 32], pypto.DT_FP32), t1: pypto.Tensor([32, 32], pypto.DT_FP32),
-               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
-        pypto.set_vec_tile_shapes(32, 32)
-        out.move(pypto.add(t0, t1))
-        for _ in pypto.loop(2):
-            t0.move(pypto.add(t0, t1))
-            out.move(pypto.add(t0, out))
-    return kernel
-
-
-@probe("ok", inputs=_three(11.0, 20.0), outputs=(0, 1, 2))
 def move_into_static_input_in_loop(pypto):
     @pypto.frontend.jit()
     def kernel(t0: pypto.Tensor([pypto.STATIC, pypto.STATIC], pypto.DT_FP32),

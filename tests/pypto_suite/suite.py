@@ -57,8 +57,8 @@ EXPECTED: dict[str, str] = {
         "UNEXPLAINED silent difference: in pypto's recorded run an input parameter the kernel moves into inside "
         "pypto.loop is left unchanged (11.0 / 40.0) while the interpreter writes it back (51.0 / 36000.0); the "
         "other outputs agree, and the test returns a bool instead of asserting, so neither value is checked. The "
-        "probes move_into_input_in_loop and move_into_static_input_in_loop (tests/check_probes.py, recorded from "
-        "pypto 0.2.0) show pypto writing such a parameter back exactly as the interpreter does; what differs in "
+        "probe move_into_static_input_in_loop (tests/check_probes.py, recorded from "
+        "pypto 0.2.0) shows pypto writing such a parameter back exactly as the interpreter does; what differs in "
         "these two tests (a reused compiled kernel, the recording) is not known"),
     "python/tests/st/frontend/test_kernel_reuse.py::*":
         TIMING + "asserts ratios of pypto's compile times (its kernel cache reused or recompiling on a new shape); "
