@@ -34,7 +34,7 @@ def _level(target: str):
     op, _, level = target.partition(":")
     spec, case, kernel, tuning = load_level(op, level)
     shape = spec.extra["tuning_shape"](case)
-    return op, level, tuning, shape, table_params(kernel, tuning.band(**shape))
+    return op, level, tuning, shape, table_params(kernel, shape)
 
 
 def search(args) -> list[dict]:

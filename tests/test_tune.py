@@ -64,7 +64,7 @@ def test_tuned_table_values_are_candidates_that_satisfy_the_constraints(op):
             continue
         _, _, kernel, tuning = load_level(op, case.id)
         shape = spec.extra["tuning_shape"](case)
-        params = table.table_params(kernel, tuning.band(**shape))
+        params = table.table_params(kernel, shape)
         assert tuning.violations(params, shape) == [], (op, case.id)
         assert set(tuning.params) <= set(params)
 
@@ -85,6 +85,27 @@ def test_operators_build_with_their_tuned_table_values():
     linear = get_op("rms_norm_linear")  # a 256 KiB weight reads the default band, an 8 MiB one its own
     assert built_static(linear, _case(linear, "level2"))["unroll"] == (1024, 256, 64, 32, 16, 4, 2, 1)
     assert built_static(linear, _case(linear, "level1"))["unroll"] == (1024, 256, 128, 64, 32, 16, 4, 2, 1)
+
+
+def test_a_band_entry_that_cannot_be_built_for_a_call_is_left_out_with_a_warning(tmp_path):
+    """A winner measured at one width applies to the calls it builds for: 16-row vector
+    tiles fit 256-element rows, not 7168-element ones (2 rows at most), which run the
+    default and are told why; the width-narrowed band is what ``--apply`` writes to."""
+    import types
+
+    from ptogym.ops.per_token_quant import kernel as quant_kernel
+
+    fake = types.ModuleType("tune_table_probe")
+    fake.__file__, fake.TUNING = str(tmp_path / "kernel.py"), quant_kernel.TUNING
+    (tmp_path / "tuned.json").write_text(json.dumps({"op": "probe", "default": {"unroll": "auto", "tile_rows": None},
+                                                     "bands": {"tokens<=16": {"tile_rows": 16}}}))
+    narrow = {"rows": 16, "hidden": 256, "dtype": "DT_BF16"}
+    assert quant_kernel.TUNING.band(**narrow) == ("tokens<=16", "tokens<=16/tile_rows<=64")
+    assert table.table_params(fake, narrow)["tile_rows"] == 16
+    with pytest.warns(table.UnbuildableBandWarning, match=r"band tokens<=16 cannot be built for this call "
+                      r"\(tile_rows=16 is not one of its candidates\); it runs the default"):
+        wide = table.table_params(fake, {"rows": 16, "hidden": 7168, "dtype": "DT_BF16"})
+    assert wide["tile_rows"] is None
 
 
 def test_constraints_name_the_rule():

@@ -186,7 +186,7 @@ def tune_level(op: str, level: str, *, trials: int, workers: int, engine, db: Da
     spec, case, kernel, tuning = load_level(op, level)
     shape = spec.extra["tuning_shape"](case)
     bands = tuning.band(**shape)
-    base = table_params(kernel, bands)
+    base = table_params(kernel, shape)
     seeds = [base] if seed == "table" else [{**base, **hashable(dict(tuning.plain))}]
     space = Space(tuning, shape, base, seeds)
     result = LevelResult(spec.name, level, bands[-1])

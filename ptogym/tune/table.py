@@ -3,9 +3,14 @@
 ``<kernel dir>/tuned.json`` holds ``{"op": NAME, "default": {param: value, ...},
 "bands": {band: {param: value, ...}, ...}}``.  A call reads ``default``, then each band
 its kernel's ``TUNING.band(**shape)`` names (general to specific), later ones
-overriding earlier ones.  ``ptogym tune --apply`` writes winners into the most
-specific band of the level they were measured on.  Inside ``override(module, params)``
-(a trial) the module's calls run ``params`` on top of the table instead.
+overriding earlier ones - as far as the result can be built for the call's shape: a
+band's entry was measured on one level, and another shape in the same band may not
+fit it (a vector tile too tall for a wider row, a cube tile past a smaller K), so the
+call reads the longest run of its bands whose merged entry ``TUNING.violations``
+accepts, and warns once (``UnbuildableBandWarning``) about the bands it left out.
+``ptogym tune --apply`` writes winners into the most specific band of the level they
+were measured on.  Inside ``override(module, params)`` (a trial) the module's calls
+run ``params`` on top of the table instead.
 
 The file is read again whenever it changed (its modification time), so an applied
 table takes effect in a running process too.
@@ -16,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
@@ -25,11 +31,15 @@ from .space import hashable
 TABLE_FILE = "tuned.json"
 _overrides: dict[str, dict] = {}
 _loaded: dict[str, tuple] = {}  # path -> (mtime_ns, table)
-_merged: dict[tuple, dict] = {}  # (path, mtime_ns, bands) -> the parameters table_params gives
+_merged: dict[tuple, dict] = {}  # (path, mtime_ns, bands, shape) -> the parameters table_params gives
 
 
 class TableError(ValueError):
     """A tuned table that cannot be read or does not have the expected form."""
+
+
+class UnbuildableBandWarning(UserWarning):
+    """A band's tuned entry cannot be built for a call's shape; the call runs without it."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,25 +75,44 @@ def _load(path: Path) -> tuple:
     return entry
 
 
-def table_params(kernel: ModuleType, bands) -> dict:
-    """The table's parameters for a call in ``bands`` (no override)."""
+def table_params(kernel: ModuleType, shape: dict) -> dict:
+    """The table's parameters for a call of ``shape`` (no override): see the module
+    docstring for how bands that cannot be built for it are left out."""
     path = table_path(kernel)
     stamp, table = _load(path)
-    key = (str(path), stamp, tuple(bands))
+    bands = tuple(kernel.TUNING.band(**shape))
+    key = (str(path), stamp, bands, tuple(sorted(hashable(shape).items())))
     params = _merged.get(key)
     if params is None:  # (operators ask on every call)
-        params = dict(table["default"])
-        for band in bands:
-            params.update(table.get("bands", {}).get(band, {}))
-        params = _merged[key] = hashable(params)
+        params = _merged[key] = _buildable(kernel.TUNING, table, bands, shape, path)
     return dict(params)
+
+
+def _buildable(tuning, table: dict, bands: tuple, shape: dict, path: Path) -> dict:
+    entries = [table.get("bands", {}).get(band, {}) for band in bands]
+    first_problems = None
+    for used in range(len(bands), -1, -1):
+        params = dict(table["default"])
+        for entry in entries[:used]:
+            params.update(entry)
+        params = hashable(params)
+        problems = tuning.violations(params, shape)
+        first_problems = first_problems or problems
+        if not problems or used == 0:  # the default is the builder's own rule, whatever the shape
+            break
+    left_out = [band for band, entry in zip(bands[used:], entries[used:]) if entry]
+    if left_out:
+        warnings.warn(f"{path}: band {', '.join(left_out)} cannot be built for this call "
+                      f"({'; '.join(first_problems)}); it runs "
+                      + (f"band {bands[used - 1]}'s entry" if used else "the default"),
+                      UnbuildableBandWarning, stacklevel=3)
+    return params
 
 
 def tuned_params(kernel: ModuleType, **shape) -> dict:
     """What a call of ``kernel``'s builder with ``shape`` runs: the table's values for
     its bands, with a trial's override on top."""
-    params = table_params(kernel, kernel.TUNING.band(**shape))
-    return {**params, **hashable(_overrides.get(kernel.__name__, {}))}
+    return {**table_params(kernel, shape), **hashable(_overrides.get(kernel.__name__, {}))}
 
 
 @contextlib.contextmanager

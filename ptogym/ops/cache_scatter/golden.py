@@ -1,5 +1,4 @@
 """Independent reference for the KV-cache scatter: plain torch indexing on a copy."""
-import torch
 
 
 def cache_scatter_golden(cache, values, slot_mapping):

@@ -9,22 +9,23 @@ RMSNorm tile rule.  ``TUNING`` below is what ``ptogym tune`` may change; the val
 operator runs are in ``tuned.json`` beside this file.  No torch here.
 """
 from ptogym.atoms.quant import dequant
-from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, row_bands, vec_tile_rows
 from ptogym.ops.rms_norm.kernel import ROW_UNROLLS, tile_rows_below, tile_within_blocks
-from ptogym.tune.space import Param, Tuning, token_band
+from ptogym.tune.space import Param, Tuning
 
 UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; the tuned table's "auto" is host.row_blocks(rows)
 MAX_N = MAX_HIDDEN
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per token band.  unroll "auto": the operator's
+#: are in ``tuned.json`` beside this file, per token band and row-width class
+#: (``row_bands``).  unroll "auto": the operator's
 #: ``host.row_blocks`` rule (about one wave of 48 tasks); plain: the build's fixed list
 TUNING = Tuning(
     params={
         "unroll": Param(ROW_UNROLLS),
         "tile_rows": Param(lambda shape: tile_rows_below(shape["cols"])),
     },
-    band=lambda rows, cols, out_dtype, per_token_b: (token_band(rows),),
+    band=lambda rows, cols, out_dtype, per_token_b: row_bands(rows, cols),
     constraints=(tile_within_blocks,),
     plain={"unroll": UNROLL, "tile_rows": None},
 )

@@ -117,7 +117,7 @@ def _tile_within_tasks(params, shape):
 
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per token band
+#: are in ``tuned.json`` beside this file, per token band and row-width class (``row_bands``)
 TUNING = Tuning(
     params={
         "schedule": Param(("waves", "unroll")),
@@ -130,7 +130,7 @@ TUNING = Tuning(
         "combine_axis": Param((True, False)),
         "gamma_first": Param((True, False)),
     },
-    band=lambda rows, hidden, dtype: (token_band(rows),),
+    band=lambda rows, hidden, dtype: row_bands(rows, hidden),
     constraints=(_tile_within_tasks,),
     plain=VARIANTS["upstream"],
 )
@@ -143,6 +143,14 @@ def vec_tile_rows(hidden: int, max_rows: int = 64) -> int:
     if rows < 1:
         raise ValueError(f"hidden={hidden}: one fp32 row needs {row_bytes} B > {SUM_BUFFER_BYTES} B sum buffer")
     return rows
+
+
+def row_bands(rows: int, width: int) -> tuple:
+    """A row kernel's tuned-table bands: its token band, then that band narrowed to the
+    row widths whose vector tile holds the same number of rows (they share
+    ``tile_rows_below``, so a winner measured at one of them builds at all)."""
+    tokens = token_band(rows)
+    return tokens, f"{tokens}/tile_rows<={vec_tile_rows(width)}"
 
 
 def build(pypto, *, hidden: int, dtype: str, schedule: str = "waves", ladder=WAVE_LADDER,

@@ -14,22 +14,23 @@ file.  No torch here.
 """
 from ptogym.atoms.quant import per_token_quant
 from ptogym.atoms.rms_norm import to_fp32
-from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
+from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, row_bands, vec_tile_rows
 from ptogym.ops.rms_norm.kernel import ROW_UNROLLS, tile_rows_below, tile_within_blocks
-from ptogym.tune.space import Param, Tuning, token_band
+from ptogym.tune.space import Param, Tuning
 
 UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; the tuned table's "auto" is host.row_blocks(rows)
 MAX_D = MAX_HIDDEN
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per token band.  unroll "auto": the operator's
+#: are in ``tuned.json`` beside this file, per token band and row-width class
+#: (``row_bands``).  unroll "auto": the operator's
 #: ``host.row_blocks`` rule (about one wave of 48 tasks); plain: the build's fixed list
 TUNING = Tuning(
     params={
         "unroll": Param(ROW_UNROLLS),
         "tile_rows": Param(lambda shape: tile_rows_below(shape["hidden"])),
     },
-    band=lambda rows, hidden, dtype: (token_band(rows),),
+    band=lambda rows, hidden, dtype: row_bands(rows, hidden),
     constraints=(tile_within_blocks,),
     plain={"unroll": UNROLL, "tile_rows": None},
 )

@@ -20,8 +20,8 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.rms_norm import rms_norm
 from ptogym.atoms.signature import optional_input
-from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, vec_tile_rows
-from ptogym.tune.space import Param, Tuning, token_band
+from ptogym.ops.inplace_add_rms_norm.kernel import MAX_HIDDEN, row_bands, vec_tile_rows
+from ptogym.tune.space import Param, Tuning
 
 UNROLL = (64, 16, 4, 1)  # block sizes when the caller gives none; op.py passes host.row_blocks(rows)
 MAX_D = MAX_HIDDEN
@@ -54,7 +54,8 @@ def tile_within_blocks(params, shape):
 
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per token band.  unroll "auto": the operator's
+#: are in ``tuned.json`` beside this file, per token band and row-width class
+#: (``row_bands``).  unroll "auto": the operator's
 #: ``host.row_blocks`` rule (about one wave of 48 tasks)
 TUNING = Tuning(
     params={
@@ -62,7 +63,7 @@ TUNING = Tuning(
         "one_task_per_block": Param((True, False)),
         "tile_rows": Param(lambda shape: tile_rows_below(shape["hidden"])),
     },
-    band=lambda rows, hidden, dtype: (token_band(rows),),
+    band=lambda rows, hidden, dtype: row_bands(rows, hidden),
     constraints=(tile_within_blocks,),
     plain=VARIANTS["upstream"],
 )

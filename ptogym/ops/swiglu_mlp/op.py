@@ -16,7 +16,6 @@ import math
 import torch
 
 from ptogym.atoms import host, measure
-from ptogym.backends import get_backend
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
 from ptogym.tune.table import tuned_params
