@@ -169,6 +169,31 @@ def test_sweep_rejects_the_wrong_result_records_everything_and_apply_changes_the
     assert code == 0 and "8 trials in" in stderr and "0 to run" in stderr and len(_rows(db)) == 8
 
 
+def test_apply_refuses_a_winner_that_slows_another_level_of_its_band(tmp_path):
+    """level0 and level1 share one band here; level0's winner (16-row tiles) is measured
+    at level1 too (one extra trial), where it is slower than the table: the band keeps
+    the table's entry."""
+    package = make_toy_operator(tmp_path, "tune_toy_band")
+    kernel = package / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("band=lambda rows, hidden: (token_band(rows),)",
+                                                 "band=lambda rows, hidden: (\"all\",)"))
+    db = tmp_path / "tune.sqlite"
+    sweep = ("--measure", "tune_fakes:wide_row_cost", "--verify-backend", "interp", "--db", db)
+    code, _, stderr = _tune(package, "level0", "--trials", 8, *sweep)
+    assert code == 0, stderr[-2000:]
+    code, lines, stderr = _tune(package, "level0", "level1", "--trials", 1, "--apply", *sweep)
+    assert (code, lines[-1]) == (0, "[TUNE_OK]"), stderr[-2000:]
+    [checked] = [row for row in _rows(db, "level1") if row["origin"] == "band"]
+    assert checked["config"] == {"rows_per_tile": 16, "scale": 2.0} and checked["us"] == pytest.approx(100 / 16 + 35)
+    assert "level0: winner not applied to band all: it slows level1, which shares the band (41.25 us against the table's 17.50 us)" in stderr
+    assert json.loads((package / "tuned.json").read_text())["bands"] == {}
+
+    # a sweep of level0 alone knows of no other level in the band, and applies
+    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--apply", *sweep)
+    assert code == 0 and json.loads((package / "tuned.json").read_text())["bands"] == {
+        "all": {"rows_per_tile": 16, "scale": 2.0}}
+
+
 @pytest.mark.slow  # a local Ray runtime takes ~20 s to start: CI runs it with the slow tests
 def test_ray_engine_runs_the_same_sweep(tmp_path):
     pytest.importorskip("ray")

@@ -45,6 +45,15 @@ def toy_cost(spec, case) -> dict:
     return {"us": us, "kernel_us": us + 1.0, "compile_s": 0.01, "tasks": 1}
 
 
+def wide_row_cost(spec, case) -> dict:
+    """``toy_cost``, except that 16-row tiles are slow on 128-wide rows: a winner at
+    64 wide that another level of its band must not get."""
+    record = toy_cost(spec, case)
+    if case.inputs["x"].shape[-1] == 128 and built_static(spec, case)["rows_per_tile"] == 16:
+        record = {**record, "us": record["us"] + 30.0}
+    return record
+
+
 def slow_cost(spec, case) -> dict:
     """Hangs for the timeout test."""
     time.sleep(60)

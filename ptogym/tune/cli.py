@@ -79,8 +79,10 @@ def exit_code(results) -> int:
 
 def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
     """Write each level's winner into its band of the tuned table (when it beats the
-    table's own configuration, or the table's was not measured); one winner per band:
-    the one that gains most.  Returns what was written."""
+    table's own configuration, or the table's was not measured, and slows no other
+    swept level of the band: ``sweep.band_verdict``); one winner per band: the one that
+    gains most.  Returns what was written."""
+    from ptogym.tune.sweep import band_verdict
     from ptogym.tune.table import applied_table, table_path, table_text
     from ptogym.tune.trial import load_level
 
@@ -91,6 +93,10 @@ def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
         if result.table_us is not None and result.winner["us"] >= result.table_us:
             print(f"[tune] {result.level}: the tuned table's configuration is already the fastest; band "
                   f"{result.band} left as it is", file=log)
+            continue
+        refused = band_verdict(result, results)
+        if refused:
+            print(f"[tune] {result.level}: winner not applied to band {result.band}: {refused}", file=log)
             continue
         gain = (result.table_us / result.winner["us"]) if result.table_us else 1.0
         if result.band not in by_band or gain > by_band[result.band][0]:

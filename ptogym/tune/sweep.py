@@ -288,6 +288,47 @@ def _choose_winner(result: LevelResult, op, level, measure, db, verify_backend, 
     result.check = None
 
 
+def cross_check_bands(op: str, results: list, *, db: Database, measure: str, timeout_s: float, memory_bytes: int,
+                      log=sys.stderr) -> None:
+    """Levels of one sweep that share a band share its table entry: measure each
+    level's winner at the band's other levels too (one trial each, recorded with
+    origin ``band``), so that ``--apply`` can refuse a winner that slows one of them."""
+    by_band: dict = {}
+    for result in results:
+        by_band.setdefault(result.band, []).append(result)
+    for band, members in by_band.items():
+        for winner in (result.winner for result in members if result.winner and len(members) > 1):
+            for other in members:
+                if any(row["config_key"] == winner["config_key"] for row in other.trials):
+                    continue
+                outcome = execute(TrialRequest(op, other.level, winner["config"], measure, timeout_s=timeout_s,
+                                               memory_bytes=memory_bytes, sys_path=tuple(sys.path)))
+                db.add_trial(op=other.op, level=other.level, band=band, measure=measure, config=winner["config"],
+                             config_key=winner["config_key"], origin="band", record=outcome, engine="local")
+                other.ran += 1
+                print(f"[tune] {other.level} (band {band}) with another level's winner: {outcome['status']}"
+                      + (f" {outcome['us']:.2f} us" if outcome["status"] == "ok" else f" ({outcome.get('reason')})"),
+                      file=log, flush=True)
+                other.trials = db.trials(other.op, other.level, measure)
+
+
+def band_verdict(result, results) -> str | None:
+    """Why ``result``'s winner may not go into its band: a level of ``results`` in the
+    same band that it slows, or where it was not measured ok; None when it may."""
+    for other in results:
+        if other is result or other.band != result.band:
+            continue
+        row = next((row for row in other.trials if row["config_key"] == result.winner["config_key"]), None)
+        if row is None or row["status"] != "ok":
+            return f"{other.level} shares the band and the winner was not measured ok there " \
+                   f"({row['status'] if row else 'no trial'})"
+        reference = other.table_us if other.table_us is not None else None
+        if reference is not None and row["us"] > reference:
+            return f"it slows {other.level}, which shares the band ({row['us']:.2f} us against the table's " \
+                   f"{reference:.2f} us)"
+    return None
+
+
 def trials_to_target(rows: list, target_us: float, within: float = 0.03) -> int | None:
     """The trial (1-based, in database order) that first came within ``within`` of
     ``target_us``; None if none did."""
@@ -312,6 +353,7 @@ def run_sweep(op: str, levels: list, *, trials: int = 40, workers: int = 1, engi
     except BaseException:  # Ctrl-C, SIGTERM: the trials in flight stop now, not at their timeout
         runner.close(interrupted=True)
         raise
+    cross_check_bands(op, results, db=db, measure=measure, timeout_s=timeout_s, memory_bytes=memory_bytes, log=log)
     runner.close()
     elapsed = time.perf_counter() - start
     ran = sum(result.ran for result in results)
