@@ -188,10 +188,49 @@ def test_apply_refuses_a_winner_that_slows_another_level_of_its_band(tmp_path):
     assert "level0: winner not applied to band all: it slows level1, which shares the band (41.25 us against the table's 17.50 us)" in stderr
     assert json.loads((package / "tuned.json").read_text())["bands"] == {}
 
-    # a sweep of level0 alone knows of no other level in the band, and applies
-    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--apply", *sweep)
+    # a sweep of level0 alone with only the swept levels checked knows of no other level
+    # in the band, and applies
+    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--apply", "--band-check", "swept", *sweep)
     assert code == 0 and json.loads((package / "tuned.json").read_text())["bands"] == {
         "all": {"rows_per_tile": 16, "scale": 2.0}}
+
+
+def test_apply_measures_the_other_case_levels_of_the_band_it_did_not_sweep(tmp_path):
+    """A sweep of level0 alone: level1 (another CI level, 128 wide) reads the same band;
+    --apply measures the table's configuration and the winner there first (origin
+    ``band``), finds the winner slower, and leaves the band as it is."""
+    package = make_toy_operator(tmp_path, "tune_toy_mates")
+    kernel = package / "kernel.py"
+    kernel.write_text(kernel.read_text().replace("band=lambda rows, hidden: (token_band(rows),)",
+                                                 "band=lambda rows, hidden: (\"all\",)"))
+    db = tmp_path / "tune.sqlite"
+    code, lines, stderr = _tune(package, "level0", "--trials", 8, "--apply", "--measure", "tune_fakes:wide_row_cost",
+                                "--verify-backend", "interp", "--db", db, "--json", tmp_path / "sweep.json")
+    assert (code, lines[-1]) == (0, "[TUNE_OK]"), stderr[-2000:]
+    mate_rows = {json.dumps(row["config"], sort_keys=True): row for row in _rows(db, "level1")}
+    assert {row["origin"] for row in mate_rows.values()} == {"band"}
+    assert mate_rows['{"rows_per_tile": 8, "scale": 2.0}']["us"] == pytest.approx(100 / 8 + 5)  # the table's
+    assert mate_rows['{"rows_per_tile": 16, "scale": 2.0}']["us"] == pytest.approx(100 / 16 + 35)
+    assert "level0: winner not applied to band all: it slows level1, which shares the band" in stderr
+    assert json.loads((package / "tuned.json").read_text())["bands"] == {}
+    [level] = json.loads((tmp_path / "sweep.json").read_text())["levels"]
+    assert [mate["level"] for mate in level["band_mates"]] == ["level1"]
+
+
+def test_a_level_the_measure_refuses_stops_after_one_trial_and_does_not_fail_the_sweep(tmp_path):
+    package = make_toy_operator(tmp_path, "tune_toy_refused")
+    db = tmp_path / "tune.sqlite"
+    code, lines, stderr = _tune(package, "--trials", 8, "--measure", "tune_fakes:refusing_cost",
+                                "--verify-backend", "interp", "--db", db)
+    assert (code, lines[-1]) == (0, "[TUNE_OK]"), stderr[-2000:]
+    [refused] = _rows(db, "level1")
+    assert refused["status"] == "failed" and refused["reason"].startswith("NotImplementedError: toy: 128-wide")
+    assert "level1 (tokens<=128): 1 trials, 0 ok, 0 rejected, 1 failed/timeout/memory; not measurable this way: " \
+           "NotImplementedError: toy: 128-wide rows" in stderr
+    # asked for alone, that level is an error: nothing could be tuned
+    code, lines, _ = _tune(package, "level1", "--trials", 8, "--measure", "tune_fakes:refusing_cost",
+                           "--verify-backend", "interp", "--db", db)
+    assert (code, lines[-1]) == (2, "[TUNE_ERROR]")
 
 
 @pytest.mark.slow  # a local Ray runtime takes ~20 s to start: CI runs it with the slow tests

@@ -54,6 +54,14 @@ def wide_row_cost(spec, case) -> dict:
     return record
 
 
+def refusing_cost(spec, case) -> dict:
+    """``toy_cost``, but 128-wide rows are refused before anything runs (as pypto-sim
+    refuses linear's mxfp8)."""
+    if case.inputs["x"].shape[-1] == 128:
+        raise NotImplementedError("toy: 128-wide rows cannot run on this measure")
+    return toy_cost(spec, case)
+
+
 def slow_cost(spec, case) -> dict:
     """Hangs for the timeout test."""
     time.sleep(60)

@@ -3,7 +3,9 @@
 Verdicts: ``[TUNE_OK]`` 0 every level has a winner that passed on the verify backend;
 ``[TUNE_FAIL]`` 1 a level has none (every candidate rejected, or the fastest ones
 failed the check); ``[TUNE_ERROR]`` 2 a level where no trial could run at all, bad
-arguments, a report that could not be written.  Progress lines (one per trial) and
+arguments, a report that could not be written.  A level the measure refuses outright
+(linear's mxfp8 on pypto-sim) stops after its first trial and counts only when no
+other level could be tuned.  Progress lines (one per trial) and
 the summary go to stderr, the verdict last on stdout.
 """
 from __future__ import annotations
@@ -65,8 +67,14 @@ def _check_arguments(args) -> None:
 
 
 def exit_code(results) -> int:
+    """The worst level's code; levels the measure cannot run at all (``refused_by_measure``)
+    count only when no level could be tuned."""
+    from ptogym.tune.sweep import refused_by_measure
+
     codes = []
-    for result in results:
+    measurable = [result for result in results
+                  if not (result.trials and all(refused_by_measure(row) for row in result.trials))]
+    for result in measurable or results:
         statuses = {row["status"] for row in result.trials}
         if result.winner is not None:
             codes.append(0)
@@ -80,7 +88,8 @@ def exit_code(results) -> int:
 def apply_winners(op: str, results, log=sys.stderr) -> list[dict]:
     """Write each level's winner into its band of the tuned table (when it beats the
     table's own configuration, or the table's was not measured, and slows no other
-    swept level of the band: ``sweep.band_verdict``); one winner per band: the one that
+    level of the band it was measured at - swept, or a band mate: ``sweep.band_verdict``);
+    one winner per band: the one that
     gains most.  Returns what was written."""
     from ptogym.tune.sweep import band_verdict
     from ptogym.tune.table import applied_table, table_path, table_text
@@ -147,6 +156,8 @@ def plot(results, path: str) -> None:
 
 
 def _summary(results, log) -> None:
+    from ptogym.tune.sweep import refused_by_measure
+
     for result in results:
         ok = sum(row["status"] == "ok" for row in result.trials)
         rejected = sum(row["status"] == "rejected" for row in result.trials)
@@ -157,6 +168,8 @@ def _summary(results, log) -> None:
             line += f"; winner {result.winner['us']:.2f} us" + (
                 f" (table {result.table_us:.2f} us, {result.table_us / result.winner['us']:.2f}x)"
                 if result.table_us else "") + f", passed on {result.check['backend']}: {json.dumps(result.winner['config'])}"
+        elif result.trials and all(refused_by_measure(row) for row in result.trials):
+            line += f"; not measurable this way: {result.trials[0]['reason'][:300]}"
         else:
             line += "; no winner"
         print(line, file=log)
@@ -170,7 +183,8 @@ def _cli(args) -> int:
     results = run_sweep(args.op, levels, trials=args.trials, workers=args.workers, engine=args.engine,
                         address=args.address, db_path=args.db, measure=args.measure, seed=args.seed,
                         timeout_s=args.timeout, memory_bytes=int(args.memory_gb * 2**30),
-                        verify_backend=args.verify_backend)
+                        verify_backend=args.verify_backend,
+                        band_check=args.band_check if args.apply else "swept")
     _summary(results, sys.stderr)
     code = exit_code(results)
     applied = []
@@ -194,6 +208,7 @@ def _cli(args) -> int:
 
 def add_cli(subparsers) -> None:
     from ptogym.tune.engines import ENGINES
+    from ptogym.tune.sweep import BAND_CHECKS
 
     parser = subparsers.add_parser("tune", help="search an operator's build parameters on the cost model")
     parser.add_argument("op", help="an operator whose kernel declares TUNING (or its package directory)")
@@ -212,6 +227,10 @@ def add_cli(subparsers) -> None:
                         help="first trial: the tuned table's configuration or TUNING.plain")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a trial may take (default 600)")
     parser.add_argument("--memory-gb", type=float, default=4.0, help="resident GB a trial may hold (default 4)")
+    parser.add_argument("--band-check", choices=BAND_CHECKS, default="ci",
+                        help="--apply: levels a winner is measured at before it goes into a band - the swept "
+                             "ones, also the other CI levels of the band (default), or every level of it (slow "
+                             "model shapes too)")
     parser.add_argument("--verify-backend", choices=("pypto-sim", "interp"), default="pypto-sim",
                         help="where the winner is checked against the golden (default: pypto's interpreter)")
     parser.set_defaults(func=_cli)

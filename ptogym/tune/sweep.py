@@ -22,6 +22,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from ptogym.verify.cases import load_cases
+
 from .db import Database
 from .engines import open_engine
 from .space import config_key, hashable, label
@@ -43,6 +45,9 @@ class LevelResult:
     check: dict | None = None  # its check on the verify backend
     exhausted: bool = False
     ran: int = 0  # trials this sweep ran in a process
+    swept: bool = True  # False: a band mate, measured only for ``--apply``'s cross-check
+    table_key: str | None = None  # the tuned table's configuration at this level
+    band_mates: list = field(default_factory=list)  # unswept levels of the band, measured
 
     @property
     def best_us(self) -> float | None:
@@ -51,7 +56,9 @@ class LevelResult:
     def to_dict(self) -> dict:
         return {"op": self.op, "level": self.level, "band": self.band, "table_us": self.table_us,
                 "best_us": self.best_us, "winner": self.winner, "check": self.check, "exhausted": self.exhausted,
-                "ran": self.ran, "trials": self.trials}
+                "ran": self.ran, "trials": self.trials,
+                "band_mates": [{"level": mate.level, "table_us": mate.table_us, "trials": mate.trials}
+                               for mate in self.band_mates]}
 
 
 class Space:
@@ -196,7 +203,7 @@ def tune_level(op: str, level: str, *, trials: int, workers: int, engine, db: Da
                 Tpe(space, seeds, done.values(), trials=trials, sampler_seed=sampler_seed))
     seed_keys = {config_key(space.normalized(seed_params)) for seed_params in seeds}
     previous = len(db.trials(spec.name, level, measure))
-    remaining = max(0, trials - previous)
+    remaining = 0 if any(map(refused_by_measure, done.values())) else max(0, trials - previous)
     print(f"[tune] {spec.name} {level} (band {bands[-1]}): {'exhaustive' if exhaustive else 'TPE'} search, "
           f"{previous} trials in {db.path}, {remaining} to run on {engine.name} x{workers}", file=log, flush=True)
     in_flight: dict = {}
@@ -252,15 +259,23 @@ def tune_level(op: str, level: str, *, trials: int, workers: int, engine, db: Da
                     outcome = {"status": "failed", "reason": f"engine: {type(error).__name__}: {error}"}
                 result.ran += 1
                 record(number, params, key, origin, outcome)
+                if refused_by_measure(outcome):
+                    remaining = started  # no configuration of this level can run on this measure
     finally:
         for future in in_flight:
             future.cancel()
     result.trials = db.trials(spec.name, level, measure)
-    table_key = config_key(space.normalized(base))
+    result.table_key = table_key = config_key(space.normalized(base))
     result.table_us = next((row["us"] for row in result.trials if row["config_key"] == table_key
                             and row["status"] == "ok"), None)
     _choose_winner(result, op, level, measure, db, verify_backend, timeout_s, memory_bytes, log)
     return result
+
+
+def refused_by_measure(row: dict) -> bool:
+    """A trial the operator refused before anything ran: its level cannot be measured
+    this way (linear's mxfp8 on pypto-sim), whatever the configuration."""
+    return row["status"] == "failed" and (row.get("reason") or "").startswith("NotImplementedError:")
 
 
 def _choose_winner(result: LevelResult, op, level, measure, db, verify_backend, timeout_s, memory_bytes, log):
@@ -288,34 +303,85 @@ def _choose_winner(result: LevelResult, op, level, measure, db, verify_backend, 
     result.check = None
 
 
+#: which levels ``--apply`` measures a winner at before it goes into a band: the swept
+#: levels of the band only, also the case file's other CI levels in it, or every level
+#: in it (the ``slow`` model shapes too)
+BAND_CHECKS = ("swept", "ci", "all")
+
+
+def band_mates(op: str, results: list, scope: str) -> list:
+    """The case file's levels, not swept, that read a band a swept level's winner would
+    go into (``scope``: ``BAND_CHECKS``), each as a LevelResult without a search."""
+    if scope == "swept":
+        return []
+    swept = {result.level for result in results}
+    bands = {result.band for result in results if result.winner}
+    spec = load_level(op, results[0].level)[0] if results else None
+    mates = []
+    for case in load_cases(spec.cases_path, spec) if spec else ():
+        if case.id in swept or (scope == "ci" and case.is_slow):
+            continue
+        _, _, _, tuning = load_level(op, case.id)
+        band = tuning.band(**spec.extra["tuning_shape"](case))[-1]
+        if band in bands:
+            mates.append(LevelResult(spec.name, case.id, band, swept=False))
+    return mates
+
+
 def cross_check_bands(op: str, results: list, *, db: Database, measure: str, timeout_s: float, memory_bytes: int,
-                      log=sys.stderr) -> None:
-    """Levels of one sweep that share a band share its table entry: measure each
-    level's winner at the band's other levels too (one trial each, recorded with
-    origin ``band``), so that ``--apply`` can refuse a winner that slows one of them."""
+                      scope: str = "ci", log=sys.stderr) -> list:
+    """Levels that share a band share its table entry: measure each swept level's
+    winner at the band's other levels (the swept ones, and ``band_mates`` of
+    ``scope`` with their table configuration too; one trial each, recorded with origin
+    ``band``), so that ``--apply`` can refuse a winner that slows one of them.
+    Returns the band mates measured."""
+    mates = band_mates(op, results, scope)
+
+    def measure_at(other, params: dict, key: str) -> None:
+        if any(row["config_key"] == key for row in other.trials):
+            return
+        spec, case, kernel, tuning = load_level(op, other.level)
+        shape = spec.extra["tuning_shape"](case)
+        problems = tuning.violations({**table_params(kernel, shape), **params}, shape)
+        outcome = ({"status": "rejected", "reason": "constraint: " + "; ".join(problems)} if problems else
+                   execute(TrialRequest(op, other.level, params, measure, timeout_s=timeout_s,
+                                        memory_bytes=memory_bytes, sys_path=tuple(sys.path))))
+        db.add_trial(op=other.op, level=other.level, band=other.band, measure=measure, config=params,
+                     config_key=key, origin="band", record=outcome, engine="local")
+        other.ran += 1
+        print(f"[tune] {other.level} (band {other.band}) with {'its table' if other.table_key == key else 'a winner'}"
+              f": {outcome['status']}" + (f" {outcome['us']:.2f} us" if outcome["status"] == "ok"
+                                           else f" ({outcome.get('reason')})"), file=log, flush=True)
+        other.trials = db.trials(other.op, other.level, measure)
+
+    for mate in mates:
+        spec, case, kernel, tuning = load_level(op, mate.level)
+        shape = spec.extra["tuning_shape"](case)
+        base = table_params(kernel, shape)
+        table = Space(tuning, shape, base, [base]).normalized(base)
+        mate.table_key = config_key(table)
+        mate.trials = db.trials(mate.op, mate.level, measure)
+        measure_at(mate, table, mate.table_key)
+        mate.table_us = next((row["us"] for row in mate.trials if row["config_key"] == mate.table_key
+                              and row["status"] == "ok"), None)
     by_band: dict = {}
-    for result in results:
+    for result in [*results, *mates]:
         by_band.setdefault(result.band, []).append(result)
-    for band, members in by_band.items():
-        for winner in (result.winner for result in members if result.winner and len(members) > 1):
+    for members in by_band.values():
+        if len(members) < 2:
+            continue
+        for winner in (result.winner for result in members if result.winner):
             for other in members:
-                if any(row["config_key"] == winner["config_key"] for row in other.trials):
-                    continue
-                outcome = execute(TrialRequest(op, other.level, winner["config"], measure, timeout_s=timeout_s,
-                                               memory_bytes=memory_bytes, sys_path=tuple(sys.path)))
-                db.add_trial(op=other.op, level=other.level, band=band, measure=measure, config=winner["config"],
-                             config_key=winner["config_key"], origin="band", record=outcome, engine="local")
-                other.ran += 1
-                print(f"[tune] {other.level} (band {band}) with another level's winner: {outcome['status']}"
-                      + (f" {outcome['us']:.2f} us" if outcome["status"] == "ok" else f" ({outcome.get('reason')})"),
-                      file=log, flush=True)
-                other.trials = db.trials(other.op, other.level, measure)
+                measure_at(other, winner["config"], winner["config_key"])
+    for result in results:
+        result.band_mates = [mate for mate in mates if mate.band == result.band]
+    return mates
 
 
 def band_verdict(result, results) -> str | None:
     """Why ``result``'s winner may not go into its band: a level of ``results`` in the
     same band that it slows, or where it was not measured ok; None when it may."""
-    for other in results:
+    for other in [*results, *result.band_mates]:
         if other is result or other.band != result.band:
             continue
         row = next((row for row in other.trials if row["config_key"] == result.winner["config_key"]), None)
@@ -341,7 +407,7 @@ def trials_to_target(rows: list, target_us: float, within: float = 0.03) -> int 
 def run_sweep(op: str, levels: list, *, trials: int = 40, workers: int = 1, engine: str = "local",
               address: str | None = None, db_path="ptogym-tune.sqlite", measure: str = "pypto-sim",
               seed: str = "table", timeout_s: float = 600.0, memory_bytes: int = 4 << 30,
-              verify_backend: str = "pypto-sim", log=sys.stderr) -> list[LevelResult]:
+              verify_backend: str = "pypto-sim", band_check: str = "ci", log=sys.stderr) -> list[LevelResult]:
     """``ptogym tune``'s work, as a function (engines opened and closed here)."""
     db = Database(db_path)
     runner = open_engine(engine, workers, memory_bytes, address)
@@ -353,10 +419,11 @@ def run_sweep(op: str, levels: list, *, trials: int = 40, workers: int = 1, engi
     except BaseException:  # Ctrl-C, SIGTERM: the trials in flight stop now, not at their timeout
         runner.close(interrupted=True)
         raise
-    cross_check_bands(op, results, db=db, measure=measure, timeout_s=timeout_s, memory_bytes=memory_bytes, log=log)
+    mates = cross_check_bands(op, results, db=db, measure=measure, timeout_s=timeout_s, memory_bytes=memory_bytes,
+                              scope=band_check, log=log)
     runner.close()
     elapsed = time.perf_counter() - start
-    ran = sum(result.ran for result in results)
+    ran = sum(result.ran for result in [*results, *mates])
     print(f"[tune] {len(results)} level(s), {ran} trial processes in {elapsed:.1f} s "
           f"({3600 * ran / elapsed:.0f} trials an hour, winner checks included in the time)", file=log, flush=True)
     return results

@@ -13,9 +13,9 @@ three projections; the epilogue's vector tiles from ``swiglu_vec_tile``.  No tor
 """
 from ptogym.atoms.linear import kernel_tile_shapes, linear, projection_violations
 from ptogym.atoms.swiglu import swiglu, swiglu_vec_tile
+from ptogym.ops.linear.kernel import UNROLL, UNROLL_LARGE_WEIGHT  # token block sizes, as the linear operator's
 from ptogym.tune.space import Param, Tuning, token_band
 
-UNROLL = (1024, 256, 64, 32, 16, 8, 4, 2, 1)  # token block sizes, as the linear operator's
 ELEMENT_BYTES = 2
 UPSTREAM_CUBE = ((64, 64), (128, 128), (128, 128))
 UPSTREAM_VEC_TILE = (64, 128)
@@ -49,7 +49,7 @@ def _tiles_fit(params, shape):
 #: are in ``tuned.json`` beside this file, per token band
 TUNING = Tuning(
     params={
-        "unroll": Param((UNROLL, (256, 64, 16, 4, 1), (64, 16, 4, 1), (32, 8, 2, 1), (16, 4, 1), (32, 1), (8, 1),
+        "unroll": Param((UNROLL, UNROLL_LARGE_WEIGHT, (256, 64, 16, 4, 1), (64, 16, 4, 1), (32, 8, 2, 1), (16, 4, 1), (32, 1), (8, 1),
                          (1,))),
         "cube": Param((None, UPSTREAM_CUBE)),
         "vec_tile": Param(_vec_tiles),
