@@ -594,6 +594,52 @@ def tile_missing_vec(pypto):
     return kernel
 
 
+def _rows_index(*values):
+    return torch.tensor(values, dtype=torch.int32)
+
+
+# index_select, gather and scatter_update are vector ops too: without a vec tile pypto
+# rejects them (index_select only in its ExpandFunction pass, as "Errcode: FFFFFF! Run
+# pass failed": the cause of moe_experts' compile failure)
+@probe("C-TILE-06", inputs=lambda: [rand(16, 64), _rows_index(3, 1, 4, 1, 5, 9, 2, 6), zeros(8, 64)])
+def tile_missing_vec_index_select(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), idx: pypto.Tensor([8], pypto.DT_INT32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.assemble(pypto.index_select(x, 0, idx), [0, 0], out)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(16, 64), _rows_index(3, 1, 4, 1, 5, 9, 2, 6), zeros(8, 64)])
+def tile_set_vec_index_select(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), idx: pypto.Tensor([8], pypto.DT_INT32),
+               out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.index_select(x, 0, idx), [0, 0], out)
+    return kernel
+
+
+@probe("C-TILE-06", inputs=lambda: [rand(16, 64), torch.randint(0, 64, (16, 8), generator=torch.Generator().manual_seed(0),
+                                                              dtype=torch.int32), zeros(16, 8)])
+def tile_missing_vec_gather(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), idx: pypto.Tensor([16, 8], pypto.DT_INT32),
+               out: pypto.Tensor([16, 8], pypto.DT_FP32)):
+        pypto.assemble(pypto.gather(x, 1, idx), [0, 0], out)
+    return kernel
+
+
+@probe("C-TILE-06", inputs=lambda: [rand(16, 64), _rows_index(5, 0, 12, 7).reshape(4, 1), rand(4, 64, seed=1),
+                                    zeros(16, 64)])
+def tile_missing_vec_scatter_update(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([16, 64], pypto.DT_FP32), idx: pypto.Tensor([4, 1], pypto.DT_INT32),
+               src: pypto.Tensor([4, 64], pypto.DT_FP32), out: pypto.Tensor([16, 64], pypto.DT_FP32)):
+        pypto.assemble(pypto.scatter_update(x, -2, idx, src), [0, 0], out)
+    return kernel
+
+
 @probe("C-TILE-06", inputs=_mm_inputs())
 def tile_missing_cube(pypto):
     @pypto.frontend.jit

@@ -94,6 +94,22 @@ def build_unrolled_exp(pypto, *, hidden):
     return unrolled_exp
 
 
+def build_counted_exp(pypto, *, hidden):
+    """y[:n] = exp(x[:n]) in 8-row tasks, n = count[0] read from a tensor at run time."""
+
+    @pypto.frontend.jit
+    def counted_exp(
+        x: pypto.Tensor([32, hidden], pypto.DT_FP32),
+        count: pypto.Tensor([1], pypto.DT_INT32),
+        y: pypto.Tensor([32, hidden], pypto.DT_FP32),
+    ):
+        pypto.set_vec_tile_shapes(8, hidden)
+        for i in pypto.loop(count[0] // 8, name="ROWS", idx_name="i"):
+            pypto.assemble(pypto.exp(pypto.view(x, [8, hidden], [i * 8, 0])), [i * 8, 0], y)
+
+    return counted_exp
+
+
 def add_inputs(rows=32, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, HIDDEN, generator=g)
@@ -266,6 +282,24 @@ def test_above_threshold_raises_and_cost_only_leaves_tensors_untouched(sim, monk
     # computing the numbers does not change what the cost model reports
     assert (report.simulated_us, report.tasks, report.cores) == (
         computed.simulated_us, computed.tasks, computed.cores)
+
+
+@needs_pypto
+def test_the_cost_model_sees_trip_counts_read_from_tensors_in_cost_only_mode_too(sim):
+    """A loop bound read from a tensor: the cost model runs as many iterations as the
+    value says, whether pypto's interpreter computes the numbers or not (the worker sends
+    the values; uninitialised copies gave random trip counts) - and a cached result is
+    keyed by them."""
+    x = torch.randn(32, HIDDEN)
+    figures = {}
+    for rows in (8, 32):
+        count = torch.tensor([rows], dtype=torch.int32)
+        computed = sim.launch(build_counted_exp, {"hidden": HIDDEN}, [x, count, torch.zeros_like(x)])
+        with sim.cost_only():
+            cost_only = sim.launch(build_counted_exp, {"hidden": HIDDEN}, [x, count, torch.zeros_like(x)])
+        assert (cost_only.simulated_us, cost_only.tasks) == (computed.simulated_us, computed.tasks)
+        figures[rows] = computed.tasks
+    assert figures[32] > figures[8]
 
 
 @needs_pypto
@@ -447,17 +481,10 @@ def test_nothing_written_to_cwd_or_home(tmp_path):
 
 # ------------------------------------------------------------------ every operator
 #: operators whose level0 real pypto does not compile yet, with what it said
-KNOWN_SIM_FAILURES = {
-    "moe_experts": "pypto 0.2.0 fails to compile the experts stage (RenderedParserError Errcode FFFFFF, 'Run pass "
-                   "failed', host_machine.cpp:179); its route stage compiles and runs; see ptogym/ops/moe_experts/README.md",
-}
-
-
-def _op_level0_params():
+def _op_names():
     from ptogym.ops import OP_NAMES
 
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_SIM_FAILURES[name]))
-            if name in KNOWN_SIM_FAILURES else name for name in OP_NAMES]
+    return list(OP_NAMES)
 
 
 @pytest.fixture
@@ -469,7 +496,7 @@ def fresh_worker():
 
 
 @needs_pypto
-@pytest.mark.parametrize("op_name", _op_level0_params())
+@pytest.mark.parametrize("op_name", _op_names())
 def test_op_level0_compiles_simulates_and_matches_interp(op_name, sim, fresh_worker):
     """CI proof that each operator's kernel source is real PyPTO: its level0 case
     compiles and simulates under pypto-sim, and where pypto's interpreter computed
@@ -569,7 +596,7 @@ def test_reduced_builds_match_the_recorded_full_builds(op_name, level, sim, fres
 
 @needs_pypto
 @pytest.mark.slow
-@pytest.mark.parametrize("op_name", _op_level0_params())
+@pytest.mark.parametrize("op_name", _op_names())
 def test_full_build_of_every_branch_compiles_level0(op_name, sim, fresh_worker):
     """A full build (every loop_unroll branch: what a device binary holds) compiles and
     simulates; where recorded, it still gives the recorded figures."""

@@ -754,6 +754,7 @@ def api_reduce_dim():
 @pypto.frontend.jit
 def index_range_kernel(x: pypto.Tensor([8, 64], F32), idx: pypto.Tensor([4], pypto.DT_INT32),
                        out: pypto.Tensor([4, 64], F32)):
+    pypto.set_vec_tile_shapes(4, 64)
     out[:] = pypto.index_select(x, 0, idx)  # MARK: api_index_range
 
 

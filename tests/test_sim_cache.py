@@ -68,6 +68,19 @@ def test_shapes_static_params_build_and_aliasing_make_new_keys(counted):
 
 
 @needs_pypto
+def test_values_make_new_keys(counted):
+    """The cost model reads the values a kernel reads as scalars (trip counts): the same
+    shapes with other values are another result."""
+    backend, calls = counted
+    lengths = torch.tensor([4], dtype=torch.int32)
+    for value in (4, 4, 1):
+        lengths.fill_(value)
+        with backend.cost_only():
+            backend.launch(build_scale, {"hidden": 64}, [torch.zeros(8, 64), lengths])
+    assert len(calls) == 2
+
+
+@needs_pypto
 def test_no_cache_and_computing_launches_bypass_the_cache(counted):
     backend, calls = counted
     _launch(backend)

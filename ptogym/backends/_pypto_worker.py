@@ -4,8 +4,10 @@ pypto compiles in C++ for 1 to 35 s per call, and Python runs signal handlers on
 between bytecodes: in-process, a Ctrl-C waited for the compile to end.  Here one
 child per backend (started on first use with ``spawn``: it imports torch and pypto
 once, ~3 s) serves launches one at a time.  The caller's tensors travel as copies in
-shared memory (uninitialised ones when nothing is computed: the cost model reads no
-values) and the computed values are copied back only when the launch computed them,
+shared memory, their values included even when nothing is computed: the cost model
+reads the values a kernel reads as scalars (loop bounds, block ids; measured on
+paged_attention: uninitialised copies gave random trip counts, 33.6 to 20833.7 µs for one
+call) - and the computed values are copied back only when the launch computed them,
 so the caller's tensors keep their addresses and stay untouched otherwise.  While the
 parent waits, an interrupt kills the child, removes its run directory and re-raises.
 
@@ -247,14 +249,12 @@ class _BuilderRef:
 def launch_in_worker(backend, builder, static: dict, tensors: list, scalars: dict, compute: bool) -> dict:
     """Run ``backend``'s launch of ``builder`` in its worker; return the report fields.
     Raises what the launch raised in the worker (same type for ptogym's own errors)."""
-    import torch
-
     unique: dict[int, int] = {}
     shared, index = [], []
     for tensor in tensors:  # one shared copy per tensor object: aliased arguments stay aliased
         if id(tensor) not in unique:
             unique[id(tensor)] = len(shared)
-            shared.append(tensor.clone() if compute else torch.empty_like(tensor))
+            shared.append(tensor.clone())
         index.append(unique[id(tensor)])
     options = {"max_compute_elements": getattr(backend, "max_compute_elements", None),
                "keep_artifacts": backend.keep_artifacts, "verbose": backend.verbose,

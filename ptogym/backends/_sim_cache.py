@@ -1,9 +1,10 @@
 """Cached cost-model results of ``pypto-sim``: a second identical ``bench`` takes seconds.
 
-The cost model reads no tensor values, so a cost-only launch (``backend.cost_only()``:
-``bench``, tuning) is fully determined by the kernel source, its static parameters and
-scalars, the call's shapes, dtypes and aliasing, the build kind, the pypto installation
-and ptogym's own backend code.  ``Entry`` is keyed by a digest of all of these; its file
+A cost-only launch (``backend.cost_only()``: ``bench``, tuning) is determined by the
+kernel source, its static parameters and scalars, the call's shapes, dtypes, aliasing
+and values (the cost model reads the values a kernel reads as scalars: paged_attention's
+sequence lengths set its trip counts), the build kind, the pypto installation and
+ptogym's own backend code.  ``Entry`` is keyed by a digest of all of these; its file
 ``<cache>/sim-results/<digest>.json`` holds the launch report's fields.  pypto 0.2.0
 itself recompiles on every SIM call and cannot reload a compiled program, so compiled
 kernels are not cached: a result is.
@@ -89,6 +90,14 @@ def cache_limit_bytes() -> int:
     return int(megabytes * 2**20)
 
 
+def value_digest(tensor) -> str:
+    """A digest of the tensor's bytes (~1 GB/s: a third of a second for 300 MB of weights)."""
+    import torch
+
+    data = tensor.detach().contiguous().view(-1).view(torch.uint8)
+    return hashlib.blake2b(memoryview(data.numpy()), digest_size=16).hexdigest()
+
+
 class Entry:
     """The cached result of one cost-only launch (``load`` -> fields or None, ``store``)."""
 
@@ -99,7 +108,8 @@ class Entry:
             "backend": backend_name, "build": build, "pypto": _pypto_identity(),
             "builder": f"{builder.__module__}.{builder.__qualname__}", "sources": source_digest(builder),
             "static": static, "scalars": scalars,
-            "tensors": [(list(t.shape), str(t.dtype), aliases.setdefault(id(t), len(aliases))) for t in tensors],
+            "tensors": [(list(t.shape), str(t.dtype), aliases.setdefault(id(t), len(aliases)), value_digest(t))
+                        for t in tensors],
         }
         key = hashlib.sha256(json.dumps(described, sort_keys=True, default=repr).encode()).hexdigest()
         self.folder, self.path = folder, folder / f"{key}.json"

@@ -62,6 +62,13 @@ def effective_vec_tile(tile, shape) -> list:
     return [builtins.min(a, value_of(b)) for a, b in zip(tile[:len(shape)], shape)]
 
 
+def require_vec_tile(op: str) -> None:
+    """C-TILE-06: a vector op before any ``set_vec_tile_shapes`` (pypto rejects it; the
+    indexing ops only in a later pass, as "Errcode: FFFFFF! Run pass failed")."""
+    if runtime.current().vec_tile is None:
+        violation("C-TILE-06", f"pypto.{op} before any pypto.set_vec_tile_shapes")
+
+
 def check_vector_tiles(op: str, *tensors: Tensor) -> None:
     """C-LOOP-01 and C-TILE-06/08/02/03 for one vector op over its operands and result."""
     _check_tiles(op, tensors, [_static(t) for t in tensors])
@@ -77,7 +84,7 @@ def _check_tiles(op: str, tensors, shapes) -> None:
     if signature in _checked:
         return
     if tile is None:
-        violation("C-TILE-06", f"pypto.{op} before any pypto.set_vec_tile_shapes")
+        require_vec_tile(op)
         return
     sizes, valid = [], True
     for t in tensors:

@@ -6,7 +6,7 @@ import torch
 from ..checks import violation
 from .. import trace
 from ..tensor import ScatteredRows, Tensor, note_operand, wrap
-from ._common import refuse_input_dtype
+from ._common import refuse_input_dtype, require_vec_tile
 
 
 def _check_index(op: str, index: Tensor, bound: int) -> None:
@@ -21,6 +21,7 @@ def _check_index(op: str, index: Tensor, bound: int) -> None:
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     note_operand(input)
+    require_vec_tile("index_select")
     _check_index("index_select", index, input.data.shape[dim])
     data = torch.index_select(input.data, dim, index.data.reshape(-1).long())
     shape = list(input._shape)
@@ -30,6 +31,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
 
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     note_operand(input)
+    require_vec_tile("gather")
     refuse_input_dtype("gather", input)
     _check_index("gather", index, input.data.shape[dim])
     return wrap(torch.gather(input.data, dim, index.data.long()), input.dtype, list(index._shape))
@@ -40,6 +42,7 @@ def scatter_update(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tenso
     returns the updated tensor.  No broadcast: src holds one row per index."""
     note_operand(input)
     note_operand(src)
+    require_vec_tile("scatter_update")
     if dim not in (-2, input.dim() - 2):
         violation("C-API-06", f"pypto.scatter_update: dim {dim}; only the row axis (-2) is supported")
     row = input.data.shape[-1]

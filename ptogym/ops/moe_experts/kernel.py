@@ -10,7 +10,7 @@ PyPTO kernels, one per file, launched one after another by ``op.launch``:
 2. ``build_experts`` (this file; C1 V2 C2 V3 C3): for each expert e, the rows
    [starts[e], starts[e + 1]) of the padded list - read with GetTensorData, so an
    expert without tokens runs no iteration and reads none of its weights - in static
-   blocks (``loop_unroll`` over the tuned table's ``unroll``, EXPERT_UNROLL): gather
+   blocks (the tuned table's ``unroll``, EXPERT_UNROLL; ``row_loops``): gather
    the tokens' rows of x (index_select), gate and up projections with the expert's
    weights (cube), SwiGLU (AT-07, vector), down projection (cube), times the routing
    weight in fp32 (vector), rows scattered to their assignment's row of an fp32 buffer
@@ -30,6 +30,12 @@ from .combine import COMBINE_UNROLL
 
 ROW_GROUP = 16  # an expert's rows are padded to a multiple of the cube's m fractal: a 1-row block costs a 16-row one
 EXPERT_UNROLL = (128, 64, 32, 16)  # rows per block of one expert's padded run
+#: how an expert's run is cut into those blocks: "loops", one plain ``pypto.loop`` per block
+#: size (loop_unroll's own split, written out), or "unroll", ``pypto.loop_unroll``.  Same
+#: blocks, tasks and numbers; pypto 0.2.0's cost model runs loop_unroll's blocks of each
+#: expert only after the previous expert's last task, the plain loops' overlap (measured,
+#: level0's experts kernel: 193.0 us with "unroll", 66.1 us with "loops")
+ROW_LOOPS = ("loops", "unroll")
 ELEMENT_BYTES = 2
 MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
 MAX_EXPERTS = 512  # the padded [1, N + 16 E] fp32 row within 64 KiB (three in UB); keys (E + 1) * N exact in fp32
@@ -59,24 +65,44 @@ TUNING = Tuning(
     params={
         "unroll": Param((EXPERT_UNROLL, (256, 128, 64, 32, 16), (64, 32, 16), (64, 16), (32, 16), (16,))),
         "combine_unroll": Param((COMBINE_UNROLL, (128, 16, 1), (32, 4, 1), (16, 1), (8, 1), (1,))),
+        "row_loops": Param(ROW_LOOPS),
     },
     band=lambda tokens, top_k, hidden, inter: (token_band(tokens),),
     constraints=(_tiles_fit,),
-    plain={"unroll": (ROW_GROUP,), "combine_unroll": (1,)},  # no upstream operator: one block size each
+    plain={"unroll": (ROW_GROUP,), "combine_unroll": (1,), "row_loops": "unroll"},  # no upstream operator: one block size each
 )
 
 
-def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL):
+def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, unroll=EXPERT_UNROLL,
+                  row_loops: str = ROW_LOOPS[0]):
     """Kernel(x, tokens, order, weights, offsets, w_gate, w_up, w_down, buffer):
     x [T, H]; tokens, order [M] int32 and weights [M, 1] fp32, the route's padded
     per-expert list; offsets [E + 1, 1] int32, the runs' starts; w_gate, w_up
     [E * I, H] and w_down [E * H, I] (the [E, I, H] / [E, H, I] weights with their
     first two axes merged); buffer [N + M, H] fp32: one row per assignment, then the
     padding rows' spare ones."""
+    if row_loops not in ROW_LOOPS:
+        raise ValueError(f"row_loops: {row_loops!r} is not one of {ROW_LOOPS}")
     dt = getattr(pypto, dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
 
+    def row_blocks(lo, hi):
+        """(start, size) blocks of the rows [lo, hi), largest size first, each size
+        taking the whole blocks the larger ones left (``pypto.loop_unroll``'s split)."""
+        if row_loops == "unroll":
+            yield from pypto.loop_unroll(lo, hi, 1, name="LOOP_ROWS", idx_name="start", unroll_list=sizes)
+            return
+        begin = lo
+        for size in sizes:
+            end = hi - (hi - begin) % size
+            for start in pypto.loop(begin, end, size, name=f"LOOP_ROWS_{size}", idx_name="start"):
+                yield start, size
+            begin = end
+
     def expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size):
+        # index_select is a vector op and the kernel's first: without a vec tile here pypto's
+        # ExpandFunction pass fails ("Errcode: FFFFFF! Run pass failed"; C-TILE-06)
+        pypto.set_vec_tile_shapes(*swiglu_vec_tile(size, hidden))
         rows = pypto.index_select(x, 0, pypto.view(tokens, [size], [start]))
         pypto.set_cube_tile_shapes(*block_tile_shapes(size, hidden, inter, ELEMENT_BYTES))
         gate = linear(pypto, rows, pypto.view(w_gate, [inter, hidden], [e * inter, 0]), dt)
@@ -104,8 +130,7 @@ def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, u
     ):
         pypto.experimental.set_operation_options(combine_axis=True)
         for e in pypto.loop(0, experts, 1, name="LOOP_EXPERTS", idx_name="e"):
-            for start, size in pypto.loop_unroll(offsets[e, 0], offsets[e + 1, 0], 1, name="LOOP_ROWS",
-                                                 idx_name="start", unroll_list=sizes):
+            for start, size in row_blocks(offsets[e, 0], offsets[e + 1, 0]):
                 expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size)
 
     return moe_experts_kernel

@@ -130,7 +130,7 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     buffer = torch.empty(n + rows, hidden, dtype=torch.float32, device=device)  # assignments, then spare rows
     tuned = tuned_params(kernel, tokens=tokens, top_k=top_k, hidden=hidden, inter=inter)
     static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],
-              "unroll": kernel.expert_blocks(count, tuned["unroll"])}
+              "unroll": kernel.expert_blocks(count, tuned["unroll"]), "row_loops": tuned["row_loops"]}
     reports.append(backend.launch(kernel.build_experts, static,
                                   [x, sorted_tokens, order, sorted_weights, offsets, w_gate.view(-1, hidden),
                                    w_up.view(-1, hidden), w_down.view(-1, inter), buffer], {}))
