@@ -110,6 +110,20 @@ def build_counted_exp(pypto, *, hidden):
     return counted_exp
 
 
+def build_gather_rows_without_tile(pypto):
+    """index_select before any vec tile: pypto rejects it only in a compile pass."""
+
+    @pypto.frontend.jit
+    def gather_rows(
+        x: pypto.Tensor([16, 64], pypto.DT_FP32),
+        idx: pypto.Tensor([8], pypto.DT_INT32),
+        out: pypto.Tensor([8, 64], pypto.DT_FP32),
+    ):
+        pypto.assemble(pypto.index_select(x, 0, idx), [0, 0], out)
+
+    return gather_rows
+
+
 def add_inputs(rows=32, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, HIDDEN, generator=g)
@@ -303,6 +317,17 @@ def test_the_cost_model_sees_trip_counts_read_from_tensors_in_cost_only_mode_too
 
 
 @needs_pypto
+def test_a_failed_compile_pass_names_its_cause_from_pypto_native_log(sim):
+    """Python sees "Errcode: FFFFFF! Run pass failed"; pypto's own log says which pass
+    rejected what, and the error carries those lines."""
+    x, idx = torch.randn(16, 64), torch.arange(8, dtype=torch.int32)
+    with pytest.raises(rt.PyptoRunError) as failure:
+        sim.launch(build_gather_rows_without_tile, {}, [x, idx, torch.zeros(8, 64)])
+    assert "FFFFFF" in str(failure.value)
+    assert "pypto's native log" in str(failure.value) and "ExpandFunction failed" in str(failure.value)
+
+
+@needs_pypto
 def test_interrupt_during_a_pypto_sim_run_stops_within_2_s_and_removes_its_run_directory(tmp_path):
     """pypto compiles in C++ (Python signal handlers wait for it): the launch runs in a
     worker process that the interrupted parent kills, with its run directory."""
@@ -480,7 +505,6 @@ def test_nothing_written_to_cwd_or_home(tmp_path):
 
 
 # ------------------------------------------------------------------ every operator
-#: operators whose level0 real pypto does not compile yet, with what it said
 def _op_names():
     from ptogym.ops import OP_NAMES
 

@@ -177,16 +177,23 @@ def launch(build, static: dict, tensors: list, scalars: dict, backend, rows: int
 
 def launches_in_sequence(reports: list[LaunchReport]) -> LaunchReport:
     """One report for launches run one after another: times and tasks add up (a launch
-    that ran nothing, e.g. a scatter of padding tokens only, reports none)."""
+    that ran nothing, e.g. a scatter of padding tokens only, reports none); the build
+    kind and cache state are the launches' own where they agree, else "mixed"."""
     def total(field):
         values = [getattr(r, field, None) if field != "kernel_us" else r.extra.get(field) for r in reports]
         values = [value for value in values if value is not None]
         return sum(values) if values else None
 
+    def common(key):
+        values = {r.extra.get(key) for r in reports} - {None}
+        return (values.pop() if len(values) == 1 else "mixed") if values else None
+
+    extra = {"launches": len(reports), "kernel_us": total("kernel_us"), "build": common("build"),
+             "cache": common("cache")}
     return LaunchReport(backend=reports[0].backend, wall_s=total("wall_s") or 0.0,
                         outputs_valid=all(r.outputs_valid for r in reports), simulated_us=total("simulated_us"),
                         tasks=total("tasks"), cores=max((r.cores or 0 for r in reports), default=None) or None,
-                        extra={"launches": len(reports), "kernel_us": total("kernel_us")})
+                        extra={key: value for key, value in extra.items() if value is not None})
 
 
 def make_inputs(case, generator, device="cpu") -> dict:

@@ -148,6 +148,20 @@ class PyptoRunError(RuntimeError):
     """A real-pypto compile/launch failed; the message ends with pypto's log tail."""
 
 
+def native_errors(log_root: Path, since: float, lines: int = 6) -> str:
+    """The ``[ERROR]`` lines pypto's C++ side wrote to its own logs (the plog under
+    ``ASCEND_PROCESS_LOG_PATH``) since ``since``: where a compile pass names what it
+    rejected, while Python sees only "Errcode: FFFFFF! Run pass failed" (measured:
+    index_select before any vec tile, "ExpandFunction failed: Tile shape size 0 ...")."""
+    found = []
+    paths = [path for path in log_root.rglob("*.log") if path.stat().st_mtime >= since] if log_root.is_dir() else []
+    for path in sorted(paths, key=lambda path: path.stat().st_mtime):
+        with contextlib.suppress(OSError):
+            found += [line.strip() for line in path.read_text(errors="replace").splitlines()
+                      if line.startswith("[ERROR]")]
+    return "\n".join(found[-lines:])
+
+
 # --------------------------------------------------------------------------- session
 
 
@@ -766,7 +780,7 @@ class RealPyptoBackend(BackendBase):
         force_run_mode(kernel, self.run_mode)
         report: dict[str, Any] = {}
         capture = Capture(log, enabled=not self.verbose)
-        start = time.perf_counter()
+        start, logs_since = time.perf_counter(), time.time()
         build = self.build_kind
         while True:
             try:
@@ -784,6 +798,9 @@ class RealPyptoBackend(BackendBase):
                     build = "full"
                     continue
                 tail = capture.tail() if not self.verbose else "(verbose: see the console)"
+                native = native_errors(sess.dir / "ascend-log", logs_since)
+                if native:
+                    tail += f"\n--- pypto's native log ([ERROR] lines) ---\n{native}"
                 shutil.rmtree(call_dir, ignore_errors=True)
                 with contextlib.suppress(OSError):
                     log.unlink()
