@@ -324,3 +324,15 @@ def test_real_pypto_sweep_measures_and_checks_the_winner_on_pypto(tmp_path):
     assert rows[0]["origin"] == "table" and rows[0]["status"] == "ok" and 10 < rows[0]["us"] < 40
     assert all(row["measure"] == "pypto-sim" and row["kernel_us"] >= row["us"] for row in rows if row["status"] == "ok")
     assert "on pypto-sim: PASS" in stderr
+
+
+def test_a_winner_check_stopped_by_the_memory_cap_or_timeout_is_run_again():
+    from ptogym.tune.sweep import earlier_check
+
+    checks = [{"config_key": "a", "backend": "pypto-sim", "verdict": "FAIL"},
+              {"config_key": "a", "backend": "pypto-sim", "verdict": "MEMORY"},
+              {"config_key": "b", "backend": "pypto-sim", "verdict": "TIMEOUT"},
+              {"config_key": "b", "backend": "interp", "verdict": "PASS"}]
+    assert earlier_check(checks, "a", "pypto-sim")["verdict"] == "FAIL"  # settled: kept
+    assert earlier_check(checks, "b", "pypto-sim") is None  # only a timeout: run it again
+    assert earlier_check(checks, "b", "interp")["verdict"] == "PASS"

@@ -278,16 +278,26 @@ def refused_by_measure(row: dict) -> bool:
     return row["status"] == "failed" and (row.get("reason") or "").startswith("NotImplementedError:")
 
 
+#: check verdicts that say only that the check ran out of room or time: run it again
+UNSETTLED_CHECKS = ("MEMORY", "TIMEOUT", "INTERRUPTED")
+
+
+def earlier_check(checks: list, key: str, backend: str) -> dict | None:
+    """The latest settled check of configuration ``key`` on ``backend`` in ``checks``
+    (a check stopped by the memory cap or the timeout is run again: the next sweep may
+    give it more)."""
+    settled = [check for check in checks if check["config_key"] == key and check["backend"] == backend
+               and check["verdict"] not in UNSETTLED_CHECKS]
+    return settled[-1] if settled else None
+
+
 def _choose_winner(result: LevelResult, op, level, measure, db, verify_backend, timeout_s, memory_bytes, log):
     """The fastest ok trials in turn, until one passes on ``verify_backend``."""
     ranked = sorted((row for row in result.trials if row["status"] == "ok"), key=lambda row: row["us"])
     unique = list({row["config_key"]: row for row in reversed(ranked)}.values())[::-1]
     for row in unique[:WINNER_CHECKS]:
-        earlier = [check for check in db.checks(result.op, level)
-                   if check["config_key"] == row["config_key"] and check["backend"] == verify_backend]
-        if earlier:
-            check = earlier[-1]
-        else:
+        check = earlier_check(db.checks(result.op, level), row["config_key"], verify_backend)
+        if check is None:
             outcome = execute(TrialRequest(op, level, row["config"], measure, kind="verify",
                                            verify_backend=verify_backend, timeout_s=timeout_s,
                                            memory_bytes=memory_bytes, sys_path=tuple(sys.path)))
