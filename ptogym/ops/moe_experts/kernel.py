@@ -86,17 +86,20 @@ def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, u
     dt = getattr(pypto, dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
 
-    def row_blocks(lo, hi):
-        """(start, size) blocks of the rows [lo, hi), largest size first, each size
-        taking the whole blocks the larger ones left (``pypto.loop_unroll``'s split)."""
+    def expert_rows(x, tokens, order, weights, offsets, w_gate, w_up, w_down, buffer, e):
+        """Expert e's rows [offsets[e], offsets[e + 1]) in blocks, largest size first, each
+        size taking the whole blocks the larger ones left (``pypto.loop_unroll``'s split)."""
+        lo, hi = offsets[e, 0], offsets[e + 1, 0]
         if row_loops == "unroll":
-            yield from pypto.loop_unroll(lo, hi, 1, name="LOOP_ROWS", idx_name="start", unroll_list=sizes)
+            for start, size in pypto.loop_unroll(lo, hi, 1, name="LOOP_ROWS", idx_name="start", unroll_list=sizes):
+                expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size)
             return
         begin = lo
-        for size in sizes:
+        for k in range(len(sizes)):
+            size = sizes[k]
             end = hi - (hi - begin) % size
             for start in pypto.loop(begin, end, size, name=f"LOOP_ROWS_{size}", idx_name="start"):
-                yield start, size
+                expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size)
             begin = end
 
     def expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size):
@@ -130,7 +133,6 @@ def build_experts(pypto, *, hidden: int, inter: int, experts: int, dtype: str, u
     ):
         pypto.experimental.set_operation_options(combine_axis=True)
         for e in pypto.loop(0, experts, 1, name="LOOP_EXPERTS", idx_name="e"):
-            for start, size in row_blocks(offsets[e, 0], offsets[e + 1, 0]):
-                expert_block(x, tokens, order, weights, w_gate, w_up, w_down, buffer, e, start, size)
+            expert_rows(x, tokens, order, weights, offsets, w_gate, w_up, w_down, buffer, e)
 
     return moe_experts_kernel
