@@ -535,6 +535,16 @@ def test_matmul_random_against_fp64(dtype, trans):
         assert (dist <= 1).all() and (dist == 0).float().mean() > 0.95
 
 
+def test_matmul_bf16_out_accumulates_in_fp32_at_long_k():
+    """bf16 x bf16 -> bf16 (the interpreter's bf16 GEMM where the CPU has one): one
+    rounding of an fp32 sum even over K = 4096, within 1 ulp of the exact product
+    rounded once (a bf16 accumulator would be off by many)."""
+    a = rand(torch.bfloat16, (8, 4096), seed=36, low=-1, high=1)
+    b = rand(torch.bfloat16, (4096, 64), seed=37, low=-1, high=1)
+    dist = ulp_distance(mm(a, b, torch.bfloat16), torch.matmul(a.double(), b.double()).to(torch.bfloat16))
+    assert (dist <= 1).all() and (dist == 0).float().mean() > 0.99
+
+
 def test_matmul_batched_3d():
     a = rand(torch.bfloat16, (2, 16, 32), seed=34, low=-8, high=8).round()
     b = rand(torch.bfloat16, (2, 32, 16), seed=35, low=-8, high=8).round()

@@ -16,6 +16,7 @@ from ..tensor import Tensor, note_operand, wrap
 
 # Operand dtype -> the out dtypes pypto 0.2.0 compiles and computes (recorded for every pair:
 # fixtures/result_dtypes_compiled_pypto.json; int32/int64 operands fail its passes).
+_BF16_GEMM = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 _ANY_OUT = ("DT_FP32", "DT_FP16", "DT_BF16", "DT_INT32")
 _MATMUL_OUT = {
     "DT_FP16": _ANY_OUT, "DT_BF16": _ANY_OUT, "DT_FP32": _ANY_OUT, "DT_INT16": _ANY_OUT,
@@ -127,6 +128,8 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
         a, b = _to_tf32(a, mode), _to_tf32(b, mode)
     if input.dtype.name == "DT_INT8":
         acc = _int8_matmul(a, b)
+    elif _BF16_GEMM and input.dtype.name == out_dtype.name == "DT_BF16" and not extend:
+        acc = torch.matmul(a, b)  # oneDNN's bf16 GEMM: fp32 accumulation, one rounding (2x the fp32 GEMM here)
     else:
         acc = torch.matmul(converted(a, torch.float32), converted(b, torch.float32))
     acc = _apply_extend(acc, extend)
