@@ -2,8 +2,10 @@
 
 A cost-only launch (``backend.cost_only()``: ``bench``, tuning) is determined by the
 kernel source, its static parameters and scalars, the call's shapes, dtypes, aliasing
-and values (the cost model reads the values a kernel reads as scalars: paged_attention's
-sequence lengths set its trip counts), the build kind, the pypto installation and
+and the values of its DT_INT32 tensors (the cost model reads the values a kernel reads
+as scalars - paged_attention's sequence lengths set its trip counts - and pypto reads
+scalars from DT_INT32 tensors only: ``Tensor.__getitem__`` asserts it; float outputs
+allocated empty would otherwise make every key new), the build kind, the pypto installation and
 ptogym's own backend code.  ``Entry`` is keyed by a digest of all of these; its file
 ``<cache>/sim-results/<digest>.json`` holds the launch report's fields.  pypto 0.2.0
 itself recompiles on every SIM call and cannot reload a compiled program, so compiled
@@ -90,10 +92,13 @@ def cache_limit_bytes() -> int:
     return int(megabytes * 2**20)
 
 
-def value_digest(tensor) -> str:
-    """A digest of the tensor's bytes (~1 GB/s: a third of a second for 300 MB of weights)."""
+def value_digest(tensor) -> str | None:
+    """A digest of an int32 tensor's bytes (what a kernel can read as scalars); None for
+    other dtypes."""
     import torch
 
+    if tensor.dtype != torch.int32:
+        return None
     data = tensor.detach().contiguous().view(-1).view(torch.uint8)
     return hashlib.blake2b(memoryview(data.numpy()), digest_size=16).hexdigest()
 
