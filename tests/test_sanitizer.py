@@ -251,6 +251,66 @@ def test_read_modify_write_conflicts_match_an_element_by_element_reference(seed)
     assert {f.check_id for f in found} <= {"S-RACE-01", "S-UNINIT-01"}
 
 
+def _reference_aliased_conflicts(steps, barrier: int) -> int:
+    """S-RACE-02 elements, one Python dict entry per element, as docs/sanitizer.md states the rule:
+    a read of an element another parameter wrote last, or a write of one another parameter read
+    in another step since its last write; steps before the barrier (from step ``barrier`` on) are
+    ordered before the later ones."""
+    last, readers, conflicts = {}, {}, 0
+    for step, (reader, read, writer, write) in enumerate(steps):
+        first = barrier if step >= barrier else 0
+        for element in read:
+            if element in last and last[element][1] != reader and last[element][0] >= first:
+                conflicts += 1
+            readers.setdefault(element, set()).add((step, reader))
+        for element in write:
+            for slot in {slot for earlier, slot in readers.get(element, ()) if slot != writer and earlier != step
+                         and earlier >= first}:
+                conflicts += 1
+            readers[element] = set()
+            last[element] = (step, writer)
+    return conflicts
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_aliased_read_write_conflicts_match_an_element_by_element_reference(seed):
+    """Four parameters over one memory, two that read (x, w) and two that write (y, v): per iteration
+    a read of a random box through one and a write of another through one, in two loops, the second
+    behind a submit_before_loop barrier or not. The S-RACE-02 count equals the reference's,
+    whichever parameter read an element first and whether that read lay before the barrier."""
+    rng = random.Random(seed)
+    rows, cols, first_loop = 10, 16, rng.randrange(2, 5)
+    barrier = rng.random() < 0.5
+    steps = [(rng.choice("xw"), _random_box(rng, rows, cols), rng.choice("yv"), _random_box(rng, rows, cols))
+             for _ in range(8)]
+
+    def step(params, index):
+        reader, (a0, a1, b0, b1), writer, (r0, r1, c0, c1) = steps[index]
+        pypto.view(params[reader], [a1 - a0, b1 - b0], [a0, b0])
+        pypto.set_vec_tile_shapes(r1 - r0, c1 - c0)
+        params[writer][r0:r1, c0:c1] = pypto.full([r1 - r0, c1 - c0], float(index + 1), pypto.DT_FP32)
+
+    @pypto.frontend.jit()
+    def kernel(x: pypto.Tensor([rows, cols], pypto.DT_FP32), w: pypto.Tensor([rows, cols], pypto.DT_FP32),
+               y: pypto.Tensor([rows, cols], pypto.DT_FP32), v: pypto.Tensor([rows, cols], pypto.DT_FP32)):
+        params = {"x": x, "w": w, "y": y, "v": v}
+        for i in pypto.loop(first_loop, name="FIRST", idx_name="i"):
+            step(params, i.value)
+        for j in pypto.loop(len(steps) - first_loop, name="SECOND", idx_name="j", submit_before_loop=barrier):
+            step(params, first_loop + j.value)
+
+    expected = _reference_aliased_conflicts(
+        [(reader, _elements(read), writer, _elements(write)) for reader, read, writer, write in steps],
+        first_loop if barrier else 0)
+    data = torch.zeros(rows, cols)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with sanitizer.sanitize("warn") as found:
+            kernel(data, data, data, data)
+    assert sum(f.count for f in found if f.check_id == "S-RACE-02") == expected
+    assert {f.check_id for f in found} <= {"S-RACE-01", "S-RACE-02"}
+
+
 # --- shipped operators ----------------------------------------------------------------------
 _IN_PLACE_AND_STATEFUL = [("inplace_add_rms_norm", "level0"), ("inplace_add_rms_norm", "level1"),
                           ("cache_scatter", "level0"), ("cache_scatter", "level1"), ("paged_attention", "level0"),

@@ -16,7 +16,8 @@ the tensor it reads).  Everything else may run at once on a device, so
 
 Shadow state lives per *storage* (one caller memory, all parameters over it; or one
 workspace): the last writer of every unit of it, and for storages several parameters
-share, the first reader since that write, each an int32 ``segment << 4 | slot``.  A unit
+share, per slot the last two segments that read it since that write; int32 ``segment << 4 | slot``
+stamps for writers, segments for readers.  A unit
 is a run of bytes every access so far covers whole (an access that splits one refines
 them all), so a kernel walking rows keeps one entry per row.  An access takes the least and
 the greatest stamp of the units it covers first: where one stamp covers them all (a workspace
@@ -131,10 +132,11 @@ def _stamp(segment: int, slot: int) -> int:
 
 
 class Storage(UnitShadow):
-    """Shadow state of one memory: ``writer`` (last write) and, where several parameters
-    share it, ``reader`` (first read since that write), per unit."""
+    """Shadow state of one memory, per unit: ``writer`` (last write) and, where several parameters
+    share it, ``readers``: per slot the last segment that read the unit since that write and the
+    latest one before it (``_NEVER`` for none)."""
 
-    ARRAYS = ("writer", "reader")
+    ARRAYS = ("writer", "readers")
 
     def __init__(self, nbytes: int, device, kind: str, site: str, iteration: str):
         super().__init__(nbytes, device)
@@ -294,11 +296,7 @@ class Sanitizer:
                 foreign = (writer >= _stamp(self.barrier, 0)) & ((writer & _SLOT_MASK) != place.slot)
                 if bool(foreign.any()):
                     self._conflict("S-RACE-02", record, place, selection, foreign, writer, "read", "write")
-            if storage.reader is None:
-                storage.reader = torch.full_like(storage.writer, _NEVER)
-            readers = view(storage.reader, selection)
-            if _span(readers)[0] < 0:  # units not read since their last write: this segment reads them first
-                assign(storage.reader, selection, torch.where(readers < 0, _stamp(segment, place.slot), readers))
+            self._record_read(storage, selection, place.slot, segment)
             storage.log.append((segment, place.slot, "read", checks.user_location(), box))
         if low == high:  # one writer (the common case: a workspace or a row written whole)
             if low >= 0 and low & _SLOT_MASK == place.slot and low >> _SLOT_BITS != segment:
@@ -341,19 +339,59 @@ class Sanitizer:
                         earlier &= writers != other
             if bool(earlier.any()):
                 self._conflict("S-RACE-01", record, place, selection, earlier, writer, "write", "write")
-        if storage.reader is not None:
-            readers = view(storage.reader, selection)
-            first, last = _span(readers)
-            if last >= _stamp(self.barrier, 0) and not (
-                    first == last and (first >> _SLOT_BITS == segment or first & _SLOT_MASK == place.slot)):
-                foreign = ((readers >= _stamp(self.barrier, 0)) & ((readers >> _SLOT_BITS) != segment)
-                           & ((readers & _SLOT_MASK) != place.slot))
-                if bool(foreign.any()):
-                    self._conflict("S-RACE-02", record, place, selection, foreign, readers, "write", "read")
-            if last >= 0:  # (all _NEVER already: nothing to reset)
-                assign(storage.reader, selection, _NEVER)
+        if storage.readers is not None:
+            self._check_readers(record, place, selection, segment)
         assign(storage.writer, selection, _stamp(segment, place.slot))
         storage.log.append((segment, place.slot, "write", checks.user_location(), box))
+
+    @staticmethod
+    def _record_read(storage: Storage, selection, slot: int, segment: int) -> None:
+        """Segment ``segment`` reads ``selection`` through ``slot``: it becomes those units' last
+        reader through that slot, the one it replaces their latest reader before it."""
+        if storage.readers is None:
+            storage.readers = storage.new_array(_NEVER, columns=2 * (min(len(storage.names), _SLOT_MASK + 1)))
+        rows = view(storage.readers, selection)
+        last, before = rows[..., 2 * slot], rows[..., 2 * slot + 1]
+        low, high = _span(last)
+        if low == high == segment:
+            return
+        if low == high:
+            before.fill_(low)
+        else:
+            before.copy_(torch.where(last != segment, last, before))
+        last.fill_(segment)
+        if isinstance(selection, torch.Tensor):  # rows is a copy there
+            assign(storage.readers, selection, rows)
+
+    def _check_readers(self, record, place: Place, selection, segment: int) -> None:
+        """A write through ``place`` after reads of the same units through other parameters since
+        their last write: each read in another segment after the barrier is S-RACE-02.  Per slot the
+        last reader and the latest one before it are known, so the latest read in another segment
+        than this one is exact whichever slot read first.  The units' readers then start afresh."""
+        storage = place.storage
+        rows = view(storage.readers, selection)
+        latest = _span(rows)[1]
+        if latest < 0:
+            return  # not read since the last write
+        if latest >= self.barrier:
+            for slot in range(rows.shape[-1] // 2):
+                if slot == place.slot:
+                    continue
+                last, before = rows[..., 2 * slot], rows[..., 2 * slot + 1]
+                low, high = _span(last)
+                if high < self.barrier:
+                    continue
+                if low == high == segment:
+                    if _span(before)[1] < self.barrier:
+                        continue
+                    reader = before
+                else:
+                    reader = torch.where(last == segment, before, last)
+                foreign = reader >= self.barrier
+                if bool(foreign.any()):
+                    self._conflict("S-RACE-02", record, place, selection, foreign, reader << _SLOT_BITS | slot,
+                                   "write", "read")
+        assign(storage.readers, selection, _NEVER)
 
     def _ordered_after(self, stamp: int, place: Place, selection) -> bool:
         """Whether a write of ``selection`` through ``place`` is ordered after the one earlier write
@@ -451,7 +489,7 @@ def _span(stamps: torch.Tensor) -> tuple[int, int]:
     are equal, every check of an access is a comparison of ints: no torch op, whose dispatch (a few
     µs each, about 15 per access) is what a small access costs."""
     if stamps.numel() <= _LISTED:
-        values = (stamps if stamps.dim() == 1 else stamps.reshape(-1)).tolist()
+        values = stamps.reshape(-1).tolist()
         return min(values), max(values)
     low, high = stamps.aminmax()
     return int(low), int(high)

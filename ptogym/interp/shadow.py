@@ -97,8 +97,10 @@ class UnitShadow:
         for name in self.ARRAYS:
             setattr(self, name, None)
 
-    def new_array(self, fill: int, dtype=torch.int32) -> torch.Tensor:
-        return torch.full((self.nbytes // self.unit,), fill, dtype=dtype, device=self.device)
+    def new_array(self, fill: int, dtype=torch.int32, columns: int | None = None) -> torch.Tensor:
+        """One entry per unit, or with ``columns`` a row of that many entries per unit."""
+        shape = (self.nbytes // self.unit,) + (() if columns is None else (columns,))
+        return torch.full(shape, fill, dtype=dtype, device=self.device)
 
     def select(self, box: Box):
         """``(units, factor)``: the units ``box`` covers, refining every unit into ``factor``
@@ -110,7 +112,7 @@ class UnitShadow:
             for name in self.ARRAYS:
                 array = getattr(self, name)
                 if array is not None:
-                    setattr(self, name, array.repeat_interleave(factor))
+                    setattr(self, name, array.repeat_interleave(factor, dim=0))
         return box.units(self.unit), factor
 
     def shadow_bytes(self) -> int:
@@ -120,9 +122,14 @@ class UnitShadow:
 
 def view(array: torch.Tensor, selection) -> torch.Tensor:
     """The entries of a shadow array a selection covers: a view (slices, Strided) or a copy
-    (an index tensor); ``indices(selection)`` lists their units in the same order, flattened."""
+    (an index tensor); ``indices(selection)`` lists their units in the same order, flattened.
+    An array with a row per unit gives those rows (a trailing axis)."""
     if isinstance(selection, Strided):
-        return array.as_strided(selection.sizes, selection.strides, array.storage_offset() + selection.offset)
+        if array.dim() == 1:
+            return array.as_strided(selection.sizes, selection.strides, array.storage_offset() + selection.offset)
+        columns = array.shape[1]
+        return array.as_strided(selection.sizes + (columns,), tuple(s * columns for s in selection.strides) + (1,),
+                                array.storage_offset() + selection.offset * columns)
     return array[selection]
 
 
