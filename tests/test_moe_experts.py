@@ -178,6 +178,33 @@ def test_route_kernel_groups_assignments_by_expert():
     assert len(set(order.tolist())) == rows  # every row writes its own buffer row
 
 
+@pytest.mark.parametrize("tokens, top_k, experts, skew", [(1, 8, 128, 0.0), (37, 2, 8, 3.0), (100, 4, 16, 0.0),
+                                                          (50, 1, 4, 8.0)])
+def test_the_route_computed_on_the_host_equals_the_route_kernel(tokens, top_k, experts, skew):
+    """Cost-only launches compute nothing, so the experts kernel's loop bounds come from
+    ``route_on_host``: bitwise what the route kernel writes, padding rows included (and
+    experts with no token: 1 token over 128 experts, a skewed router over 4)."""
+    from ptogym.backends import get_backend
+    from ptogym.ops.moe_experts import op
+
+    generator = torch.Generator().manual_seed(tokens)
+    logits = torch.randn(tokens, experts, generator=generator) + skew * torch.randn(1, experts, generator=generator)
+    chosen, ids = torch.topk(logits, top_k, dim=-1)
+    count = tokens * top_k
+    n = op.padded_assignments(count)
+    flat = torch.full((1, n), experts, dtype=torch.int32)
+    flat[0, :count] = ids.reshape(-1)
+    flat_weights = torch.zeros(1, n)
+    flat_weights[0, :count] = torch.softmax(chosen, -1).reshape(-1)
+    rows = route.padded_rows(n, experts)
+    outputs = [torch.full((rows,), -7, dtype=torch.int32), torch.full((rows,), -7, dtype=torch.int32),
+               torch.full((rows, 1), -7.0), torch.full((experts + 1, 1), -7, dtype=torch.int32)]
+    get_backend("interp").launch(route.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
+                                 [flat, flat_weights, *outputs], {})
+    on_host = op.route_on_host(flat, flat_weights, experts, top_k)
+    assert all(torch.equal(got, want) for got, want in zip(on_host, outputs))
+
+
 def test_empty_and_int64_ids():
     w_gate, w_up, w_down = experts_weights(4, 64, 32)
     x = torch.randn(3, 64).bfloat16()

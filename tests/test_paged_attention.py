@@ -9,8 +9,10 @@ import pytest
 import torch
 
 import ptogym.ops
+from ptogym.ops.paged_attention import kernel
 from ptogym.ops.paged_attention.golden import paged_attention_golden
 from ptogym.ops.paged_attention.op import paged_attention
+from ptogym.tune.table import override
 from ptogym.verify import detailed_tensor_compare
 
 TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3}
@@ -86,6 +88,17 @@ def test_matches_fp64_and_sdpa_caches_unchanged(batch, heads, kv_heads, head_dim
     scale = head_dim ** -0.5
     assert_close("out", out, reference_fp64(*args, scale), TOL[dtype])
     assert_close("out_vs_sdpa", out, sdpa_reference(*args, scale), TOL[dtype])
+
+
+@pytest.mark.parametrize("kv_splits", [2, 5, 16])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
+def test_split_kv_matches_fp64(kv_splits, batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype):
+    """Split-KV: each sequence's blocks in ``kv_splits`` runs, merged after; more splits than
+    a sequence has blocks leaves empty ones (the 1- and 5-key sequences), which weigh 0."""
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
+    with override(kernel, {"kv_splits": kv_splits}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
 @pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
@@ -232,6 +245,9 @@ def test_compiles_and_matches_on_pypto_sim():
     args = make(2, 8, 2, 64, 16, [40, 7], seed=4)
     try:
         out = paged_attention(*args, backend="pypto-sim")
+        with override(kernel, {"kv_splits": 3}):  # split-KV: runs of one block, empty ones for the 7 keys
+            split = paged_attention(*args, backend="pypto-sim")
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("split", split, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

@@ -109,6 +109,29 @@ def chunk_tokens(top_k: int) -> int:
     return max(1, kernel.MAX_ASSIGNMENTS // top_k)
 
 
+def route_on_host(flat_ids, flat_weights, experts: int, top_k: int) -> tuple:
+    """What the route kernel writes, computed with torch: (tokens [M], order [M], weights
+    [M, 1], offsets [E + 1, 1]) for ids / weights [1, N] (``route.build_route``'s layout).
+    A cost-only launch computes nothing, and the experts kernel's loop bounds and row
+    indices are these values, which pypto's cost model reads."""
+    n = flat_ids.shape[1]
+    rows = route.padded_rows(n, experts)
+    ids = flat_ids[0].long()
+    order = torch.argsort(ids, stable=True)  # expert by expert, assignment order within one
+    counts = torch.bincount(ids, minlength=experts + 1)[:experts]
+    zero = counts.new_zeros(1)
+    below = torch.cat([zero, counts.cumsum(0)])  # assignments of the experts below e
+    starts = torch.cat([zero, ((counts + kernel.ROW_GROUP - 1) // kernel.ROW_GROUP * kernel.ROW_GROUP).cumsum(0)])
+    slot = torch.arange(n, device=ids.device) + (starts - below)[ids[order]]
+    tokens = torch.zeros(rows, dtype=torch.int32, device=ids.device)
+    tokens[slot] = (order // top_k).to(torch.int32)
+    padded_order = torch.arange(n, n + rows, dtype=torch.int32, device=ids.device)
+    padded_order[slot] = order.to(torch.int32)
+    weights = torch.zeros(rows, 1, dtype=torch.float32, device=ids.device)
+    weights[slot, 0] = flat_weights[0, order]
+    return tokens, padded_order, weights, starts.to(torch.int32)[:, None]
+
+
 def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch.Tensor, list]:
     """One route / experts / combine sequence; x [T, H] and the weights already padded
     to 32-byte extents."""
@@ -127,6 +150,11 @@ def _launch_chunk(backend, x, weights, ids, w_gate, w_up, w_down) -> tuple[torch
     offsets = torch.empty(experts + 1, 1, dtype=torch.int32, device=device)
     reports = [backend.launch(route.build_route, {"assignments": n, "experts": experts, "top_k": top_k},
                               [flat_ids, flat_weights, sorted_tokens, order, sorted_weights, offsets], {})]
+    if not reports[0].outputs_valid:  # cost model alone: the experts' loops must still see the real routing
+        for out, value in zip((sorted_tokens, order, sorted_weights, offsets),
+                              route_on_host(flat_ids, flat_weights, experts, top_k)):
+            out.copy_(value)
+        reports[0].extra["outputs"] = "computed on the host"
     buffer = torch.empty(n + rows, hidden, dtype=torch.float32, device=device)  # assignments, then spare rows
     tuned = tuned_params(kernel, tokens=tokens, top_k=top_k, hidden=hidden, inter=inter)
     static = {"hidden": hidden, "inter": inter, "experts": experts, "dtype": host.HALF_DTYPES[x.dtype],

@@ -14,6 +14,15 @@ a workspace (AT-17).  The sequence's last block is a view with ``valid_shape``
 ``seq_len - j * block_size`` rows (AT-20); entries of the block table past
 ceil(seq_len / block_size) are never read.
 
+Split-KV (flash-decoding, ``kv_splits`` S > 0): one key block after another is a chain
+of dependent steps (~16 µs each under pypto's cost model), and the kv heads of one
+sequence, as nested-loop iterations, did not overlap there.  So one outer loop runs
+every (sequence, kv head, split) at once, split s walking the s-th of S equal runs of
+the sequence's blocks (ceil(blocks / S) each; a run past the end is empty and leaves
+the start state); its un-normalised state (acc, l, m) goes to fp32 workspaces, and a
+second loop merges the S states of each sequence head: m = max m_s, w_s = exp(m_s - m),
+out = sum w_s acc_s / sum w_s l_s (an empty split's m is ``MASKED``: w_s = 0).
+
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import finish, start_state
@@ -29,22 +38,29 @@ VARIANTS = {
     # blocks stay in-place views, one per step.
     "upstream": {"fixed_tiles": (("c1", ((128, 128), (128, 128), (128, 128))), ("v1", (64, 128)),
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
-                 "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),)},
+                 "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
+                 "kv_splits": 0},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
 
 
+def _band(batch, kv_len):
+    """The batch (decode tokens) band, then the key capacity (block table width x block size) band."""
+    return token_band(batch), f"{token_band(batch)}/kv:{token_band(kv_len)}"
+
+
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
-#: are in ``tuned.json`` beside this file, per batch (decode tokens) band
+#: are in ``tuned.json`` beside this file, per batch band and per key capacity band in it
 TUNING = Tuning(
     params={
         "vec_rows": Param((VEC_ROWS, 16, 64)),
         "merge_vector_chain": Param((False, True)),
         "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
+        "kv_splits": Param((0, 2, 4, 8, 16, 32)),
     },
-    band=lambda batch: (token_band(batch),),
+    band=_band,
     constraints=(fixed_tiles_fit,),
     plain=VARIANTS["upstream"],
 )
@@ -52,23 +68,26 @@ TUNING = Tuning(
 
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
-          pass_options=()):
-    """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the last
-    three kwargs as in ``ptogym.ops.flash_attention.kernel.build``."""
+          pass_options=(), kv_splits: int = 0):
+    """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
+    tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
+    > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
+    blocks in one run."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
     slots = num_blocks * block_size
     width = kv_heads * head_dim
 
-    def sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len):
-        """The query heads of kv head kvh of sequence b against its seq_len keys."""
+    def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, *bounds):
+        """The state (acc, l, m) of the query heads of kv head kvh of sequence b after the
+        blocks ``pypto.loop(*bounds)`` runs over (of the sequence's seq_len keys)."""
         state = (pypto.tensor([group, head_dim], fp32, "acc"), pypto.tensor([group, 1], fp32, "row_sum"),
                  pypto.tensor([group, 1], fp32, "row_max"))
         pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
         start_state(pypto, *state)
         q_tile = pypto.view(q, [group, head_dim], [b * heads + kvh * group, 0])
-        for j in pypto.loop(pypto.ceildiv(seq_len, block_size), name="LOOP_BLOCKS", idx_name="j"):
+        for j in pypto.loop(*bounds, name="LOOP_BLOCKS", idx_name="j"):
             block = block_table[b, j]
             keys = (seq_len - j * block_size).min(block_size)
             k_tile = pypto.view(k_cache, [block_size, head_dim], [block * block_size, kvh * head_dim],
@@ -78,8 +97,69 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, None, fixed_tiles,
                          merge_vector_chain)
         pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        return state
+
+    def sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len):
+        """The query heads of kv head kvh of sequence b against its seq_len keys."""
+        state = head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len,
+                            pypto.ceildiv(seq_len, block_size))
         o, _ = finish(pypto, *state)
         pypto.assemble(pypto.cast(o, dt), [b * heads + kvh * group, 0], out)
+
+    def split_part(q, k_cache, v_cache, block_table, seq_lens, scale, parts, t):
+        """Split ``t`` (sequence b, kv head kvh, split s): the query heads of kvh against the
+        s-th of ``kv_splits`` equal runs of the sequence's blocks, its un-normalised state
+        written to rows t * group of the ``parts`` workspaces."""
+        b, kvh, split = t // (kv_heads * kv_splits), t // kv_splits % kv_heads, t % kv_splits
+        seq_len = seq_lens[b]
+        blocks = pypto.ceildiv(seq_len, block_size)
+        per_split = pypto.ceildiv(blocks, kv_splits)
+        state = head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len,
+                            (split * per_split).min(blocks), ((split + 1) * per_split).min(blocks))
+        for index in range(len(parts)):
+            pypto.assemble(state[index], [t * group, 0], parts[index])
+
+    def combine_splits(parts, out, u):
+        """Sequence-head ``u``: its splits' states merged (m = max m_s, w_s = exp(m_s - m),
+        out = sum w_s acc_s / sum w_s l_s); a split with no block holds the start state (w_s = 0)."""
+        acc, row_sum, row_max = parts
+        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        maxes = []
+        for s in range(kv_splits):
+            maxes.append(pypto.view(row_max, [group, 1], [(u * kv_splits + s) * group, 0]))
+        top = maxes[0]
+        for s in range(1, kv_splits):
+            top = pypto.maximum(top, maxes[s])
+        total = numerator = None
+        for s in range(kv_splits):
+            weight = pypto.exp(pypto.sub(maxes[s], top))
+            rows = (u * kv_splits + s) * group
+            term = pypto.mul(pypto.view(acc, [group, head_dim], [rows, 0]), weight)
+            mass = pypto.mul(pypto.view(row_sum, [group, 1], [rows, 0]), weight)
+            numerator = term if numerator is None else pypto.add(numerator, term)
+            total = mass if total is None else pypto.add(total, mass)
+        pypto.assemble(pypto.cast(pypto.div(numerator, total), dt), [u * group, 0], out)
+
+    def split_kv(q, k_cache, v_cache, block_table, seq_lens, out, scale):
+        rows = batch * kv_heads * kv_splits * group
+        parts = (pypto.tensor([rows, head_dim], fp32, "split_acc"), pypto.tensor([rows, 1], fp32, "split_sum"),
+                 pypto.tensor([rows, 1], fp32, "split_max"))
+        for t in pypto.loop(batch * kv_heads * kv_splits, name="LOOP_SPLITS", idx_name="t"):
+            split_part(q, k_cache, v_cache, block_table, seq_lens, scale, parts, t)
+        for u in pypto.loop(batch * kv_heads, name="LOOP_COMBINE", idx_name="u"):
+            combine_splits(parts, out, u)
+
+    def per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale):
+        for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
+            seq_len = seq_lens[b]
+            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
+                sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len)
+
+    def attend(q, k_cache, v_cache, block_table, seq_lens, out, scale):
+        if kv_splits:
+            split_kv(q, k_cache, v_cache, block_table, seq_lens, out, scale)
+        else:
+            per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale)
 
     @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
     def paged_attention_kernel(
@@ -91,9 +171,6 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         out: pypto.Tensor([batch * heads, head_dim], dt),
         scale: float,
     ):
-        for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
-            seq_len = seq_lens[b]
-            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
-                sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len)
+        attend(q, k_cache, v_cache, block_table, seq_lens, out, scale)
 
     return paged_attention_kernel
