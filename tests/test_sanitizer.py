@@ -344,6 +344,22 @@ def test_a_shipped_operator_level_has_no_finding(name, level):
     assert found == [] and result.status == PASS, (result.reason, [f.describe() for f in found])
 
 
+def test_split_kv_paged_attention_has_no_finding():
+    """Split-KV's partial states: written by one loop, merged by the next (ordered through the
+    workspaces), empty splits included (the 5-key sequence)."""
+    from test_paged_attention import make
+
+    from ptogym.ops.paged_attention import kernel
+    from ptogym.tune.table import override
+
+    args = make(3, 16, 4, 128, 128, [300, 5, 1000], seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", checks.ConstraintWarning)
+        with override(kernel, {"kv_splits": 5}), sanitizer.sanitize() as found:
+            ops.paged_attention(*args, backend="interp")
+    assert found == []
+
+
 def test_the_in_place_operator_is_followed_through_one_storage_per_pair(monkeypatch):
     """inplace_add_rms_norm passes x1 as y and x2 as x_add: the sanitizer sees two shared storages
     (so the zero findings above were judged, not skipped), its shadow a row per unit."""
