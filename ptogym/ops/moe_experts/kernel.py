@@ -37,7 +37,8 @@ EXPERT_UNROLL = (128, 64, 32, 16)  # rows per block of one expert's padded run
 #: level0's experts kernel: 193.0 us with "unroll", 66.1 us with "loops")
 ROW_LOOPS = ("loops", "unroll")
 ELEMENT_BYTES = 2
-MAX_ASSIGNMENTS = 8192  # one route launch: a [1, N] fp32 key row and its sort within the vector unit
+MAX_ASSIGNMENTS = 4096  # one route launch: a [1, N] fp32 key row and its sort; pypto 0.2.0 sorts N = 8192 with
+# TWOTILEMRGSORT, which its simulator refuses (F92001 "No pipe type corresponding to opcode"; N = 4096 runs)
 MAX_EXPERTS = 512  # the padded [1, N + 16 E] fp32 row within 64 KiB (three in UB); keys (E + 1) * N exact in fp32
 
 
