@@ -564,10 +564,20 @@ def test_matmul_int8_to_int32_exact():
     assert_same(mm(a, b, torch.int32), exact.to(torch.int32))
 
 
+@pytest.mark.parametrize("engine", ["int_mm", "fp32 blocks"])
 @pytest.mark.parametrize("rows", ["typical", "extreme"])
-def test_matmul_int8_to_int32_exact_at_large_k(rows):
+def test_matmul_int8_to_int32_exact_at_large_k(rows, engine, monkeypatch):
     """K = 5000 (past 2**24 / 2**14 products), on quantised-looking activations and on
-    rows and columns of -128 whose every partial sum is as large as int8 allows."""
+    rows and columns of -128 whose every partial sum is as large as int8 allows; on
+    torch._int_mm and on the exact fp32 K blocks used where it is missing."""
+    import importlib
+
+    matmul_module = importlib.import_module("ptogym.interp.ops.matmul")
+
+    if engine == "int_mm":
+        assert matmul_module._INT_MM, "torch._int_mm is missing or inexact here"
+    else:
+        monkeypatch.setattr(matmul_module, "_INT_MM", False)
     k = 5000
     a = (rand(torch.float32, (8, k), seed=40, low=-1, high=1) * 127).round().to(torch.int8)
     b = rand(torch.int8, (k, 32), seed=41, low=-128, high=127)
