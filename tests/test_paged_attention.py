@@ -101,10 +101,26 @@ def test_split_kv_matches_fp64(kv_splits, batch, heads, kv_heads, head_dim, bloc
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
+@pytest.mark.parametrize("kv_splits", [0, 5])
+@pytest.mark.parametrize("blocks_per_step", [2, 3, 4])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
+def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, batch, heads, kv_heads, head_dim, block_size,
+                                      seq_lens, dtype):
+    """Several whole blocks a step: a run's whole blocks in groups of P, the rest (the partial
+    last block among them) one a step; runs of fewer than P whole blocks have no group."""
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
+    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
+@pytest.mark.parametrize("blocks_per_step", [1, 4])
 @pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
-def test_entries_past_the_length_are_never_read(garbage):
-    args = make(2, 8, 2, 128, 128, [130, 7], garbage=garbage)
-    assert_close("out", paged_attention(*args), reference_fp64(*args, 128 ** -0.5), TOL[torch.bfloat16])
+def test_entries_past_the_length_are_never_read(garbage, blocks_per_step):
+    args = make(2, 8, 2, 128, 128, [650, 7], garbage=garbage)  # 650 keys: one group of 4 whole blocks, then 2 singles
+    with override(kernel, {"blocks_per_step": blocks_per_step}):
+        out = paged_attention(*args)
+    assert_close("out", out, reference_fp64(*args, 128 ** -0.5), TOL[torch.bfloat16])
 
 
 def test_strided_block_table_and_q_custom_scale():
@@ -247,7 +263,10 @@ def test_compiles_and_matches_on_pypto_sim():
         out = paged_attention(*args, backend="pypto-sim")
         with override(kernel, {"kv_splits": 3}):  # split-KV: runs of one block, empty ones for the 7 keys
             split = paged_attention(*args, backend="pypto-sim")
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 2}):  # 40 keys: a group of 2 blocks, 1 single
+            grouped = paged_attention(*args, backend="pypto-sim")
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("split", split, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("grouped", grouped, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

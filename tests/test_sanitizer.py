@@ -344,9 +344,11 @@ def test_a_shipped_operator_level_has_no_finding(name, level):
     assert found == [] and result.status == PASS, (result.reason, [f.describe() for f in found])
 
 
-def test_split_kv_paged_attention_has_no_finding():
+@pytest.mark.parametrize("params", [{"kv_splits": 5}, {"kv_splits": 2, "blocks_per_step": 3}])
+def test_split_kv_paged_attention_has_no_finding(params):
     """Split-KV's partial states: written by one loop, merged by the next (ordered through the
-    workspaces), empty splits included (the 5-key sequence)."""
+    workspaces), empty splits included (the 5-key sequence); with several blocks a step, the
+    state workspaces are carried from the block-group loop into the single-block one."""
     from test_paged_attention import make
 
     from ptogym.ops.paged_attention import kernel
@@ -355,7 +357,7 @@ def test_split_kv_paged_attention_has_no_finding():
     args = make(3, 16, 4, 128, 128, [300, 5, 1000], seed=1)
     with warnings.catch_warnings():
         warnings.simplefilter("error", checks.ConstraintWarning)
-        with override(kernel, {"kv_splits": 5}), sanitizer.sanitize() as found:
+        with override(kernel, params), sanitizer.sanitize() as found:
             ops.paged_attention(*args, backend="interp")
     assert found == []
 
