@@ -34,11 +34,17 @@ inner extent of both operands (pypto requires them to agree).
 MASKED = -1.0e30  # fp32 score of a masked key: exp(MASKED - m) == 0 for any real m
 
 
-def scores(pypto, q, k, scale, keys, k_tile: int):
-    """(q [rows, D] @ k [k_tile, D]^T) * scale in fp32, valid [rows, keys] (AT-12)."""
-    rows = q.shape[0]
-    s = pypto.matmul(q, k, pypto.DT_FP32, b_trans=True)
-    s = pypto.view(s, [rows, k_tile], [0, 0], valid_shape=[rows, keys])
+def scores(pypto, q, k_tiles, scale, keys):
+    """(q [rows, D] @ [k_1; ...; k_P]^T) * scale in fp32 (AT-12): one score matmul per key
+    tile [tile_keys, D], side by side, valid [rows, (P - 1) * tile_keys + keys] (only
+    the last tile may be partial, with ``keys`` valid rows)."""
+    rows, tile_keys = q.shape[0], k_tiles[0].shape[0]
+    products = []
+    for i in range(len(k_tiles)):
+        products.append(pypto.matmul(q, k_tiles[i], pypto.DT_FP32, b_trans=True))
+    s = products[0] if len(products) == 1 else pypto.concat(products, -1)
+    width = len(k_tiles) * tile_keys
+    s = pypto.view(s, [rows, width], [0, 0], valid_shape=[rows, width - tile_keys + keys])
     return pypto.mul(s, scale)
 
 
@@ -72,14 +78,27 @@ def rescale(pypto, s, row_sum, row_max):
     return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True)), m_new
 
 
-def accumulated(pypto, p, v, acc, alpha, p_dtype):
-    """alpha * acc + cast(p, p_dtype) @ v (AT-13 on the cube, fp32 accumulator), as a value."""
-    return pypto.add(pypto.mul(acc, alpha), pypto.matmul(pypto.cast(p, p_dtype), v, pypto.DT_FP32))
+def values(pypto, p, v_tiles):
+    """p @ [v_1; ...; v_P] in fp32 (AT-13 on the cube): p [rows, P * tile_keys] (already
+    in the values' dtype) in column slices, one P·V matmul per value tile, summed."""
+    if len(v_tiles) == 1:
+        return pypto.matmul(p, v_tiles[0], pypto.DT_FP32)
+    rows, tile_keys = p.shape[0], v_tiles[0].shape[0]
+    total = None
+    for i in range(len(v_tiles)):
+        term = pypto.matmul(pypto.view(p, [rows, tile_keys], [0, i * tile_keys]), v_tiles[i], pypto.DT_FP32)
+        total = term if total is None else pypto.add(total, term)
+    return total
 
 
-def accumulate(pypto, p, v, acc, alpha, p_dtype):
+def accumulated(pypto, p, v_tiles, acc, alpha):
+    """alpha * acc + ``values(p, v_tiles)`` (fp32 accumulator), as a value."""
+    return pypto.add(pypto.mul(acc, alpha), values(pypto, p, v_tiles))
+
+
+def accumulate(pypto, p, v_tiles, acc, alpha):
     """acc = ``accumulated(...)``, written into the workspace."""
-    acc[:] = accumulated(pypto, p, v, acc, alpha, p_dtype)
+    acc[:] = accumulated(pypto, p, v_tiles, acc, alpha)
 
 
 def standard_softmax(pypto, s):

@@ -23,7 +23,7 @@ query heads of a kv head are stacked into one q tile instead (``grouped_token``)
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
-                                    start_state)
+                                    start_state, values)
 from ptogym.atoms.linear import cube_tile_violations
 from ptogym.atoms.signature import optional_input
 from ptogym.tune.space import Param, Tuning, token_band
@@ -137,13 +137,14 @@ def step_tiles(rows: int, keys: int, head_dim: int, vec_rows: int) -> dict:
             "c2": ([m, m], [n, n], [head_dim, head_dim])}
 
 
-def step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows: int, bias, fixed_tiles, merge_vector_chain):
-    """C1 of a step (AT-12, plus the optional additive ``bias``); returns (s, tiles) with the
-    vector tile set for V1 and, with ``merge_vector_chain``, the V1 scope opened (AT-21)."""
-    tiles = dict(fixed_tiles or ()) or step_tiles(q_tile.shape[0], k_tile.shape[0], q_tile.shape[1], vec_rows)
+def step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows: int, bias, fixed_tiles, merge_vector_chain):
+    """C1 of a step over the key tiles ``k_tiles`` side by side (AT-12, plus the optional
+    additive ``bias``); returns (s, tiles) with the vector tile set for V1 and, with
+    ``merge_vector_chain``, the V1 scope opened (AT-21)."""
+    tiles = dict(fixed_tiles or ()) or step_tiles(q_tile.shape[0], k_tiles[0].shape[0], q_tile.shape[1], vec_rows)
     pypto.set_cube_tile_shapes(*tiles["c1"])
     pypto.set_vec_tile_shapes(*tiles["v1"])
-    s = scores(pypto, q_tile, k_tile, scale, keys, k_tile.shape[0])
+    s = scores(pypto, q_tile, k_tiles, scale, keys)
     if merge_vector_chain:
         pypto.set_pass_options(sg_set_scope=1)
     if bias is not None:
@@ -151,41 +152,45 @@ def step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows: int, bias, fixed_t
     return s, tiles
 
 
-def attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, p_dtype, vec_rows: int, bias=None,
-                 fixed_tiles=None, merge_vector_chain=False):
-    """One C1-V1-C2 step: scores of q_tile [rows, D] against k_tile [tile_keys, D] (valid
-    ``keys`` rows), the optional additive ``bias`` [rows, tile_keys], then the online
-    softmax and P·V into the workspaces ``state``.  Sets the tiles each stage needs
-    (``step_tiles``, or ``fixed_tiles``: pairs with the same keys); ``merge_vector_chain``
-    makes the mask and state update one task (``sg_set_scope``, AT-21)."""
-    s, tiles = step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
+def attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, p_dtype, vec_rows: int, bias=None,
+                fixed_tiles=None, merge_vector_chain=False):
+    """One C1-V1-C2 step: scores of q_tile [rows, D] against the key tiles [tile_keys, D]
+    (one, valid ``keys`` rows; or several whole ones, side by side), the optional
+    additive ``bias`` [rows, tile_keys], then one online-softmax update and the P·V
+    products into the workspaces ``state``.  Sets the tiles each stage needs
+    (``step_tiles`` of one key tile, or ``fixed_tiles``: pairs with the same keys);
+    ``merge_vector_chain`` makes the mask and state update one task (``sg_set_scope``,
+    AT-21)."""
+    s, tiles = step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
     acc, row_sum, row_max = state
     p, alpha = rescale_state(pypto, s, row_sum, row_max)
+    p = pypto.cast(p, p_dtype)  # in the merged chain's task (AT-21)
     if merge_vector_chain:
         pypto.set_pass_options(sg_set_scope=-1)
     pypto.set_cube_tile_shapes(*tiles["c2"])
-    accumulate(pypto, p, v_tile, acc, alpha, p_dtype)
+    accumulate(pypto, p, v_tiles, acc, alpha)
 
 
 def fold_block(pypto, q_tile, k_tile, v_tile, scale, state, p_dtype, vec_rows: int, bias=None, fixed_tiles=None,
                merge_vector_chain=False):
-    """``attend_block`` on a static key tile with the state as values: returns the new
+    """``attend_step`` on one static key tile with the state as values: returns the new
     (acc, l, m); ``state`` None starts it (standard softmax, AT-02)."""
     keys = k_tile.shape[0]
-    s, tiles = step_scores(pypto, q_tile, k_tile, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
+    s, tiles = step_scores(pypto, q_tile, [k_tile], scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
     if state is None:
         p, row_max, row_sum = standard_softmax(pypto, s)
         alpha = acc = None
     else:
         acc, row_sum, row_max = state
         p, alpha, row_sum, row_max = rescale(pypto, s, row_sum, row_max)
+    p = pypto.cast(p, p_dtype)
     if merge_vector_chain:
         pypto.set_pass_options(sg_set_scope=-1)
     pypto.set_cube_tile_shapes(*tiles["c2"])
     if state is None:
-        acc = pypto.matmul(pypto.cast(p, p_dtype), v_tile, pypto.DT_FP32)
+        acc = values(pypto, p, [v_tile])
     else:
-        acc = accumulated(pypto, p, v_tile, acc, alpha, p_dtype)
+        acc = accumulated(pypto, p, [v_tile], acc, alpha)
     return acc, row_sum, row_max
 
 
@@ -214,8 +219,8 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         """Fold keys [key_row, key_row + keys) of k/v (column kv_col) into state."""
         k_tile = pypto.view(k, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
         v_tile = pypto.view(v, [tile_keys, head_dim], [key_row, kv_col], valid_shape=[keys, head_dim])
-        attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, bias, fixed_tiles,
-                     merge_vector_chain)
+        attend_step(pypto, q_tile, [k_tile], [v_tile], scale, keys, state, dt, vec_rows, bias, fixed_tiles,
+                    merge_vector_chain)
 
     def all_keys(q_tile, k, v, mask, scale, state, b, q0, rows, kv_col):
         """Non-causal: every key block of the sequence."""

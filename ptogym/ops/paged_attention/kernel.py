@@ -33,8 +33,8 @@ run.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.attention import finish, rescale_state, start_state
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_block, fixed_tiles_fit, step_tiles
+from ptogym.atoms.attention import finish, start_state
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -97,31 +97,17 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         v_tile = pypto.view(v_cache, [block_size, head_dim], [row, kvh * head_dim], valid_shape=[keys, head_dim])
         return k_tile, v_tile
 
-    def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, state):
-        """One step over the ``blocks_per_step`` whole blocks from logical block ``first``:
-        their scores side by side, one state update, their P·V products summed."""
-        tiles = dict(fixed_tiles or ()) or step_tiles(group, block_size, head_dim, vec_rows)
-        pypto.set_cube_tile_shapes(*tiles["c1"])
-        blocks, products = [], []
-        for i in range(blocks_per_step):
-            blocks.append(kv_tiles(k_cache, v_cache, block_table, b, kvh, first + i, block_size))
-            products.append(pypto.matmul(q_tile, blocks[i][0], fp32, b_trans=True))
-        pypto.set_vec_tile_shapes(*tiles["v1"])
-        s = pypto.mul(pypto.concat(products, -1), scale)
-        if merge_vector_chain:
-            pypto.set_pass_options(sg_set_scope=1)
-        acc, row_sum, row_max = state
-        p, alpha = rescale_state(pypto, s, row_sum, row_max)
-        p = pypto.cast(p, dt)
-        if merge_vector_chain:
-            pypto.set_pass_options(sg_set_scope=-1)
-        pypto.set_cube_tile_shapes(*tiles["c2"])
-        total = None
-        for i in range(blocks_per_step):
-            part = pypto.view(p, [group, block_size], [0, i * block_size])
-            term = pypto.matmul(part, blocks[i][1], fp32)
-            total = term if total is None else pypto.add(total, term)
-        acc[:] = pypto.add(pypto.mul(acc, alpha), total)
+    def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, count, keys, state):
+        """One step over ``count`` logical blocks from ``first`` (the last with ``keys``
+        valid rows; several only when whole)."""
+        k_tiles, v_tiles = [], []
+        for i in range(count):
+            k_tile, v_tile = kv_tiles(k_cache, v_cache, block_table, b, kvh, first + i, keys if i == count - 1
+                                      else block_size)
+            k_tiles.append(k_tile)
+            v_tiles.append(v_tile)
+        attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
+                    merge_vector_chain)
 
     def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop):
         """The state (acc, l, m) of the query heads of kv head kvh of sequence b after its
@@ -137,13 +123,11 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             steps = (whole - first).max(0) // blocks_per_step
             for g in pypto.loop(steps, name="LOOP_BLOCK_GROUPS", idx_name="g"):
                 attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first + g * blocks_per_step,
-                              state)
+                              blocks_per_step, block_size, state)
             singles = first + steps * blocks_per_step
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
-            keys = (seq_len - j * block_size).min(block_size)
-            k_tile, v_tile = kv_tiles(k_cache, v_cache, block_table, b, kvh, j, keys)
-            attend_block(pypto, q_tile, k_tile, v_tile, scale, keys, state, dt, vec_rows, None, fixed_tiles,
-                         merge_vector_chain)
+            attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, j, 1,
+                          (seq_len - j * block_size).min(block_size), state)
         pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
         return state
 
