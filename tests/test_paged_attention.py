@@ -114,6 +114,21 @@ def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, batch, heads, 
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
+@pytest.mark.parametrize("kv_splits, blocks_per_step", [(0, 1), (3, 2)])
+@pytest.mark.parametrize("kv_head_span", [2, 8])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype",
+                         [MATRIX[1], MATRIX[4], (2, 16, 8, 64, 16, [70, 9], torch.float16)])
+def test_kv_head_span_matches_fp64(kv_head_span, kv_splits, blocks_per_step, batch, heads, kv_heads, head_dim,
+                                   block_size, seq_lens, dtype):
+    """Several kv heads a task (their query heads block-diagonal against the block's kv
+    heads side by side): a span larger than Hkv takes its gcd with Hkv (8 on 4 heads: 4;
+    on 2 heads: 2)."""
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens) + kv_heads)
+    with override(kernel, {"kv_head_span": kv_head_span, "kv_splits": kv_splits, "blocks_per_step": blocks_per_step}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
 @pytest.mark.parametrize("blocks_per_step", [1, 4])
 @pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
 def test_entries_past_the_length_are_never_read(garbage, blocks_per_step):
@@ -265,8 +280,11 @@ def test_compiles_and_matches_on_pypto_sim():
             split = paged_attention(*args, backend="pypto-sim")
         with override(kernel, {"kv_splits": 0, "blocks_per_step": 2}):  # 40 keys: a group of 2 blocks, 1 single
             grouped = paged_attention(*args, backend="pypto-sim")
+        with override(kernel, {"kv_splits": 2, "blocks_per_step": 2, "kv_head_span": 2, "fixed_tiles": None}):
+            spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, block-diagonal q
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("split", split, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("grouped", grouped, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

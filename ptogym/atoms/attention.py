@@ -78,27 +78,42 @@ def rescale(pypto, s, row_sum, row_max):
     return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True)), m_new
 
 
-def values(pypto, p, v_tiles):
+def values(pypto, p, v_tiles, heads: int = 1):
     """p @ [v_1; ...; v_P] in fp32 (AT-13 on the cube): p [rows, P * tile_keys] (already
-    in the values' dtype) in column slices, one P·V matmul per value tile, summed."""
-    if len(v_tiles) == 1:
-        return pypto.matmul(p, v_tiles[0], pypto.DT_FP32)
-    rows, tile_keys = p.shape[0], v_tiles[0].shape[0]
+    in the values' dtype) in column slices, one P·V matmul per value tile, summed.
+
+    ``heads`` > 1: p holds the rows of that many heads (rows / heads each) and the value
+    tiles that many heads side by side ([tile_keys, heads * D]); each product's diagonal
+    blocks (head i's rows against head i's columns) are its heads' values, [rows, D]."""
     total = None
+    tile_keys = v_tiles[0].shape[0]
     for i in range(len(v_tiles)):
-        term = pypto.matmul(pypto.view(p, [rows, tile_keys], [0, i * tile_keys]), v_tiles[i], pypto.DT_FP32)
+        part = p if len(v_tiles) == 1 else pypto.view(p, [p.shape[0], tile_keys], [0, i * tile_keys])
+        term = head_diagonal(pypto, pypto.matmul(part, v_tiles[i], pypto.DT_FP32), heads)
         total = term if total is None else pypto.add(total, term)
     return total
 
 
-def accumulated(pypto, p, v_tiles, acc, alpha):
-    """alpha * acc + ``values(p, v_tiles)`` (fp32 accumulator), as a value."""
-    return pypto.add(pypto.mul(acc, alpha), values(pypto, p, v_tiles))
+def head_diagonal(pypto, product, heads: int):
+    """The diagonal blocks of ``product`` [heads * r, heads * D] stacked: [heads * r, D]
+    (``product`` itself for one head)."""
+    if heads == 1:
+        return product
+    rows, width = product.shape[0] // heads, product.shape[1] // heads
+    blocks = []
+    for i in range(heads):
+        blocks.append(pypto.view(product, [rows, width], [i * rows, i * width]))
+    return pypto.concat(blocks, 0)
 
 
-def accumulate(pypto, p, v_tiles, acc, alpha):
+def accumulated(pypto, p, v_tiles, acc, alpha, heads: int = 1):
+    """alpha * acc + ``values(p, v_tiles, heads)`` (fp32 accumulator), as a value."""
+    return pypto.add(pypto.mul(acc, alpha), values(pypto, p, v_tiles, heads))
+
+
+def accumulate(pypto, p, v_tiles, acc, alpha, heads: int = 1):
     """acc = ``accumulated(...)``, written into the workspace."""
-    acc[:] = accumulated(pypto, p, v_tiles, acc, alpha)
+    acc[:] = accumulated(pypto, p, v_tiles, acc, alpha, heads)
 
 
 def standard_softmax(pypto, s):

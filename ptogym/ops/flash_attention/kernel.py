@@ -24,7 +24,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
                                     start_state, values)
-from ptogym.atoms.linear import cube_tile_violations
+from ptogym.atoms.linear import L0B_BYTES, cube_tile_violations
 from ptogym.atoms.signature import optional_input
 from ptogym.tune.space import Param, Tuning, token_band
 
@@ -130,11 +130,14 @@ def first_row(q_len: int, kv_len: int, causal: bool) -> int:
 
 
 def step_tiles(rows: int, keys: int, head_dim: int, vec_rows: int) -> dict:
-    """Tile shapes of one C1-V1-C2 step for a [rows, D] q tile and a ``keys``-row key tile:
-    the score matmul (C1), its vector chain (V1), the P·V matmul (C2)."""
+    """Tile shapes of one C1-V1-C2 step for a [rows, head_dim] q tile and a ``keys``-row key
+    tile: the score matmul (C1), its vector chain (V1), the P·V matmul (C2).  The L1 tiles
+    take the whole head_dim; an L0 tile along it at most what L0B holds against the keys
+    (a wide head_dim: several heads side by side, ``paged_attention``'s ``kv_head_span``)."""
     m, n = cube_rows(rows), cube_rows(keys)
-    return {"c1": ([m, m], [head_dim, head_dim], [n, n]), "v1": (min(vec_rows, rows), n),
-            "c2": ([m, m], [n, n], [head_dim, head_dim])}
+    d0 = min(head_dim, L0B_BYTES // (2 * n))
+    return {"c1": ([m, m], [d0, head_dim], [n, n]), "v1": (min(vec_rows, rows), n),
+            "c2": ([m, m], [n, n], [d0, head_dim])}
 
 
 def step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows: int, bias, fixed_tiles, merge_vector_chain):
@@ -153,14 +156,15 @@ def step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows: int, bias, fixed_
 
 
 def attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, p_dtype, vec_rows: int, bias=None,
-                fixed_tiles=None, merge_vector_chain=False):
+                fixed_tiles=None, merge_vector_chain=False, heads: int = 1):
     """One C1-V1-C2 step: scores of q_tile [rows, D] against the key tiles [tile_keys, D]
     (one, valid ``keys`` rows; or several whole ones, side by side), the optional
     additive ``bias`` [rows, tile_keys], then one online-softmax update and the P·V
     products into the workspaces ``state``.  Sets the tiles each stage needs
     (``step_tiles`` of one key tile, or ``fixed_tiles``: pairs with the same keys);
     ``merge_vector_chain`` makes the mask and state update one task (``sg_set_scope``,
-    AT-21)."""
+    AT-21).  ``heads`` > 1: q_tile and the tiles hold that many heads laid out for one
+    matmul each (``atoms.attention.values``), the state one row per query row."""
     s, tiles = step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows, bias, fixed_tiles, merge_vector_chain)
     acc, row_sum, row_max = state
     p, alpha = rescale_state(pypto, s, row_sum, row_max)
@@ -168,7 +172,7 @@ def attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, p_dtype, ve
     if merge_vector_chain:
         pypto.set_pass_options(sg_set_scope=-1)
     pypto.set_cube_tile_shapes(*tiles["c2"])
-    accumulate(pypto, p, v_tiles, acc, alpha)
+    accumulate(pypto, p, v_tiles, acc, alpha, heads)
 
 
 def fold_block(pypto, q_tile, k_tile, v_tile, scale, state, p_dtype, vec_rows: int, bias=None, fixed_tiles=None,

@@ -31,8 +31,21 @@ groups of P, then what is left (fewer than P, the sequence's partial last block 
 them) one a step as before, so no step reads a block or a block-table entry past the
 run.
 
+Several kv heads a task (``kv_head_span`` H > 1): under pypto's cost model every GM
+copy pays ~1400 cycles before its bytes, so one kv head's [block_size, D] block view
+(32 KB at 128 x 128 bf16) loads at a third of the rate a 256 KB one does.  A task then
+takes H kv heads of a sequence: its block views are [block_size, H * D] (H heads side by
+side in the cache row, contiguous for H = Hkv), and its q tile is the H query groups
+laid out block-diagonally, [H * group, H * D] with group i at [i * group, i * D] and
+zeros elsewhere, so one score matmul gives every head its own scores (the zeros add
+exact 0s; Hkv times the cube FLOPs, which decode has to spare).  The softmax runs on
+all H * group rows at once, and of each P·V product [H * group, H * D] only the diagonal
+blocks are kept (``atoms.attention.head_diagonal``).
+
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
+import math
+
 from ptogym.atoms.attention import finish, start_state
 from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
@@ -48,15 +61,17 @@ VARIANTS = {
     "upstream": {"fixed_tiles": (("c1", ((128, 128), (128, 128), (128, 128))), ("v1", (64, 128)),
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
-                 "kv_splits": 0, "blocks_per_step": 4},
+                 "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
 
 
-def _band(batch, kv_len):
-    """The batch (decode tokens) band, then the key capacity (block table width x block size) band."""
-    return token_band(batch), f"{token_band(batch)}/kv:{token_band(kv_len)}"
+def _band(batch, kv_len, group):
+    """The batch (decode tokens) band, then the key capacity (block table width x block size)
+    band, then the query group (Hq / Hkv: how many rows a kv head gives a task)."""
+    kv = f"{token_band(batch)}/kv:{token_band(kv_len)}"
+    return token_band(batch), kv, f"{kv}/group:{group}"
 
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
@@ -69,6 +84,7 @@ TUNING = Tuning(
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
         "blocks_per_step": Param((1, 2, 4, 8)),
+        "kv_head_span": Param((1, 2, 4, 8)),
     },
     band=_band,
     constraints=(fixed_tiles_fit,),
@@ -78,24 +94,48 @@ TUNING = Tuning(
 
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
-          pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1):
+          pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
     blocks in one run; ``blocks_per_step`` whole blocks make one step of a run (the rest
-    one a step)."""
+    one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
     slots = num_blocks * block_size
     width = kv_heads * head_dim
+    span = math.gcd(kv_head_span, kv_heads)  # kv heads a task
+    rows, columns = span * group, span * head_dim  # a task's query rows; its block views' width
+    spans = kv_heads // span
 
     def kv_tiles(k_cache, v_cache, block_table, b, kvh, j, keys):
-        """Views of logical block j of sequence b (``keys`` valid rows) in the caches (AT-17)."""
+        """Views of logical block j of sequence b (``keys`` valid rows) in the caches (AT-17),
+        kv heads [kvh, kvh + span) side by side."""
         row = block_table[b, j] * block_size
-        k_tile = pypto.view(k_cache, [block_size, head_dim], [row, kvh * head_dim], valid_shape=[keys, head_dim])
-        v_tile = pypto.view(v_cache, [block_size, head_dim], [row, kvh * head_dim], valid_shape=[keys, head_dim])
+        k_tile = pypto.view(k_cache, [block_size, columns], [row, kvh * head_dim], valid_shape=[keys, columns])
+        v_tile = pypto.view(v_cache, [block_size, columns], [row, kvh * head_dim], valid_shape=[keys, columns])
         return k_tile, v_tile
+
+    def task_queries(q, b, kvh):
+        """The q tile of the query heads of kv heads [kvh, kvh + span) of sequence b: [rows,
+        D], or with span > 1 laid out block-diagonally, [rows, span * D] with kv head i's
+        query group at [i * group, i * D] and zeros elsewhere, so that one matmul against
+        a block's span kv heads gives every head its own scores (the zeros add exact 0s)."""
+        first = b * heads + kvh * group
+        if span == 1:
+            return pypto.view(q, [group, head_dim], [first, 0])
+        pypto.set_vec_tile_shapes(min(group, max(1, 4096 // columns)), columns)
+        zeros = pypto.full([group, columns - head_dim], 0.0, dt)
+        row_blocks = []
+        for i in range(span):
+            pieces = [pypto.view(q, [group, head_dim], [first + i * group, 0])]
+            if i:
+                pieces.insert(0, pypto.view(zeros, [group, i * head_dim], [0, 0]))
+            if i < span - 1:
+                pieces.append(pypto.view(zeros, [group, (span - 1 - i) * head_dim], [0, 0]))
+            row_blocks.append(pypto.concat(pieces, 1))
+        return pypto.concat(row_blocks, 0)
 
     def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, count, keys, state):
         """One step over ``count`` logical blocks from ``first`` (the last with ``keys``
@@ -107,16 +147,16 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             k_tiles.append(k_tile)
             v_tiles.append(v_tile)
         attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
-                    merge_vector_chain)
+                    merge_vector_chain, span)
 
     def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop):
-        """The state (acc, l, m) of the query heads of kv head kvh of sequence b after its
-        logical blocks [first, stop) (of the sequence's seq_len keys)."""
-        state = (pypto.tensor([group, head_dim], fp32, "acc"), pypto.tensor([group, 1], fp32, "row_sum"),
-                 pypto.tensor([group, 1], fp32, "row_max"))
-        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        """The state (acc, l, m) of the query heads of kv heads [kvh, kvh + span) of sequence
+        b after its logical blocks [first, stop) (of the sequence's seq_len keys)."""
+        state = (pypto.tensor([rows, head_dim], fp32, "acc"), pypto.tensor([rows, 1], fp32, "row_sum"),
+                 pypto.tensor([rows, 1], fp32, "row_max"))
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         start_state(pypto, *state)
-        q_tile = pypto.view(q, [group, head_dim], [b * heads + kvh * group, 0])
+        q_tile = task_queries(q, b, kvh)
         singles = first
         if blocks_per_step > 1:
             whole = (seq_len // block_size).min(stop)  # the run's blocks before it are all full
@@ -128,64 +168,65 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
             attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, j, 1,
                           (seq_len - j * block_size).min(block_size), state)
-        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         return state
 
     def sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len):
-        """The query heads of kv head kvh of sequence b against its seq_len keys."""
+        """The query heads of kv heads [kvh, kvh + span) of sequence b against its seq_len keys."""
         state = head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, 0,
                             pypto.ceildiv(seq_len, block_size))
         o, _ = finish(pypto, *state)
         pypto.assemble(pypto.cast(o, dt), [b * heads + kvh * group, 0], out)
 
     def split_part(q, k_cache, v_cache, block_table, seq_lens, scale, parts, t):
-        """Split ``t`` (sequence b, kv head kvh, split s): the query heads of kvh against the
-        s-th of ``kv_splits`` equal runs of the sequence's blocks, its un-normalised state
-        written to rows t * group of the ``parts`` workspaces."""
-        b, kvh, split = t // (kv_heads * kv_splits), t // kv_splits % kv_heads, t % kv_splits
+        """Split ``t`` (sequence b, kv heads from kvh, split s): the query heads of those kv
+        heads against the s-th of ``kv_splits`` equal runs of the sequence's blocks, its
+        un-normalised state written to rows t * rows of the ``parts`` workspaces."""
+        b, kvh, split = t // (spans * kv_splits), t // kv_splits % spans * span, t % kv_splits
         seq_len = seq_lens[b]
         blocks = pypto.ceildiv(seq_len, block_size)
         per_split = pypto.ceildiv(blocks, kv_splits)
         state = head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len,
                             (split * per_split).min(blocks), ((split + 1) * per_split).min(blocks))
         for index in range(len(parts)):
-            pypto.assemble(state[index], [t * group, 0], parts[index])
+            pypto.assemble(state[index], [t * rows, 0], parts[index])
 
     def combine_splits(parts, out, u):
-        """Sequence-head ``u``: its splits' states merged (m = max m_s, w_s = exp(m_s - m),
-        out = sum w_s acc_s / sum w_s l_s); a split with no block holds the start state (w_s = 0)."""
+        """Task ``u`` (a sequence's span of kv heads): its splits' states merged (m = max m_s,
+        w_s = exp(m_s - m), out = sum w_s acc_s / sum w_s l_s); a split with no block holds
+        the start state (w_s = 0)."""
         acc, row_sum, row_max = parts
-        pypto.set_vec_tile_shapes(min(vec_rows, group), head_dim)
+        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         maxes = []
         for s in range(kv_splits):
-            maxes.append(pypto.view(row_max, [group, 1], [(u * kv_splits + s) * group, 0]))
+            maxes.append(pypto.view(row_max, [rows, 1], [(u * kv_splits + s) * rows, 0]))
         top = maxes[0]
         for s in range(1, kv_splits):
             top = pypto.maximum(top, maxes[s])
         total = numerator = None
         for s in range(kv_splits):
             weight = pypto.exp(pypto.sub(maxes[s], top))
-            rows = (u * kv_splits + s) * group
-            term = pypto.mul(pypto.view(acc, [group, head_dim], [rows, 0]), weight)
-            mass = pypto.mul(pypto.view(row_sum, [group, 1], [rows, 0]), weight)
+            first = (u * kv_splits + s) * rows
+            term = pypto.mul(pypto.view(acc, [rows, head_dim], [first, 0]), weight)
+            mass = pypto.mul(pypto.view(row_sum, [rows, 1], [first, 0]), weight)
             numerator = term if numerator is None else pypto.add(numerator, term)
             total = mass if total is None else pypto.add(total, mass)
-        pypto.assemble(pypto.cast(pypto.div(numerator, total), dt), [u * group, 0], out)
+        pypto.assemble(pypto.cast(pypto.div(numerator, total), dt), [u * rows, 0], out)
 
     def split_kv(q, k_cache, v_cache, block_table, seq_lens, out, scale):
-        rows = batch * kv_heads * kv_splits * group
-        parts = (pypto.tensor([rows, head_dim], fp32, "split_acc"), pypto.tensor([rows, 1], fp32, "split_sum"),
-                 pypto.tensor([rows, 1], fp32, "split_max"))
-        for t in pypto.loop(batch * kv_heads * kv_splits, name="LOOP_SPLITS", idx_name="t"):
+        tasks = batch * spans * kv_splits
+        parts = (pypto.tensor([tasks * rows, head_dim], fp32, "split_acc"),
+                 pypto.tensor([tasks * rows, 1], fp32, "split_sum"), pypto.tensor([tasks * rows, 1], fp32, "split_max"))
+        for t in pypto.loop(tasks, name="LOOP_SPLITS", idx_name="t"):
             split_part(q, k_cache, v_cache, block_table, seq_lens, scale, parts, t)
-        for u in pypto.loop(batch * kv_heads, name="LOOP_COMBINE", idx_name="u"):
+        for u in pypto.loop(batch * spans, name="LOOP_COMBINE", idx_name="u"):
             combine_splits(parts, out, u)
 
     def per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale):
         for b in pypto.loop(batch, name="LOOP_B", idx_name="b"):
             seq_len = seq_lens[b]
-            for kvh in pypto.loop(kv_heads, name="LOOP_KVH", idx_name="kvh"):
-                sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len)
+            for c in pypto.loop(spans, name="LOOP_KVH", idx_name="c"):
+                sequence_head(q, k_cache, v_cache, block_table, out, scale, b, c * span, seq_len)
 
     def attend(q, k_cache, v_cache, block_table, seq_lens, out, scale):
         if kv_splits:
