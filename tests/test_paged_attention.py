@@ -129,6 +129,34 @@ def test_kv_head_span_matches_fp64(kv_head_span, kv_splits, blocks_per_step, bat
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
+def test_step_tiles_are_legal_for_every_span_width():
+    """The wide operands of several kv heads a task (up to 8 x 256) get cube tiles pypto
+    accepts, whatever the rows and keys (a fuzz found [1024, 1024] k tiles against 16-key
+    blocks overflowing L0A)."""
+    from ptogym.atoms.linear import cube_tile_violations
+    from ptogym.ops.flash_attention.kernel import step_tiles
+
+    for rows in (1, 4, 8, 16, 32, 64, 128, 256):
+        for keys in (16, 32, 48, 64, 128):
+            for width in (64, 128, 256, 512, 1024, 2048):
+                tiles = step_tiles(rows, keys, width, 32)
+                for stage in ("c1", "c2"):
+                    assert not cube_tile_violations(tiles[stage], 2), (rows, keys, width, stage, tiles[stage])
+
+
+@pytest.mark.parametrize("head_dim, block_size", [(128, 16), (256, 32)])
+def test_wide_table_on_small_blocks(head_dim, block_size):
+    """A block table wider than 1024 keys takes the 8-kv-heads-a-task band, also with small
+    blocks (the fuzz's repro: 64/8 heads, 16-key blocks, 65 table columns, one key)."""
+    args = make(1, 64, 8, head_dim, block_size, [1], seed=head_dim)
+    q, k_cache, v_cache, table, seq_lens = args
+    wide = torch.full((1, 1025 // block_size + 1), -1, dtype=torch.int32)
+    wide[:, :table.shape[1]] = table
+    out = paged_attention(q, k_cache, v_cache, wide, seq_lens)
+    assert_close("out", out, reference_fp64(q, k_cache, v_cache, table, seq_lens, head_dim ** -0.5),
+                 TOL[torch.bfloat16])
+
+
 @pytest.mark.parametrize("blocks_per_step", [1, 4])
 @pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
 def test_entries_past_the_length_are_never_read(garbage, blocks_per_step):

@@ -24,7 +24,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
                                     start_state, values)
-from ptogym.atoms.linear import L0B_BYTES, cube_tile_violations
+from ptogym.atoms.linear import L0A_BYTES, L0B_BYTES, L0C_BYTES, L1_BYTES, cube_tile_violations
 from ptogym.atoms.signature import optional_input
 from ptogym.tune.space import Param, Tuning, token_band
 
@@ -131,13 +131,26 @@ def first_row(q_len: int, kv_len: int, causal: bool) -> int:
 
 def step_tiles(rows: int, keys: int, head_dim: int, vec_rows: int) -> dict:
     """Tile shapes of one C1-V1-C2 step for a [rows, head_dim] q tile and a ``keys``-row key
-    tile: the score matmul (C1), its vector chain (V1), the P·V matmul (C2).  The L1 tiles
-    take the whole head_dim; an L0 tile along it at most what L0B holds against the keys
-    (a wide head_dim: several heads side by side, ``paged_attention``'s ``kv_head_span``)."""
+    tile: the score matmul (C1), its vector chain (V1), the P·V matmul (C2).  Along
+    head_dim (wide when several heads sit side by side: ``paged_attention``'s
+    ``kv_head_span``) the L0 tile is the whole of it or the largest power of two the L0
+    buffers hold, the L1 tile the most of it L1 holds (``_wide_tiles``); at D <= 256 both
+    are the whole head_dim."""
     m, n = cube_rows(rows), cube_rows(keys)
-    d0 = min(head_dim, L0B_BYTES // (2 * n))
-    return {"c1": ([m, m], [d0, head_dim], [n, n]), "v1": (min(vec_rows, rows), n),
-            "c2": ([m, m], [n, n], [d0, head_dim])}
+    c1_k = _wide_tiles(head_dim, min(L0A_BYTES // (2 * m), L0B_BYTES // (2 * n)), L1_BYTES // (2 * (m + n)))
+    c2_n = _wide_tiles(head_dim, min(L0B_BYTES // (2 * n), L0C_BYTES // (4 * m)), (L1_BYTES // 2 - m * n) // n)
+    return {"c1": ([m, m], c1_k, [n, n]), "v1": (min(vec_rows, rows), n), "c2": ([m, m], [n, n], c2_n)}
+
+
+def _wide_tiles(width: int, l0_most: int, l1_most: int) -> list:
+    """[L0, L1] tiles along an operand axis of ``width`` (a power of two times 16): the
+    whole width where L0 holds it, else the largest power of two within ``l0_most``; L1
+    the largest multiple of L0 within ``l1_most`` that divides the width."""
+    l0 = width if width <= l0_most else 1 << (l0_most.bit_length() - 1)
+    l1 = l0
+    while l1 * 2 <= min(width, l1_most) and width % (l1 * 2) == 0:
+        l1 *= 2
+    return [l0, l1]
 
 
 def step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows: int, bias, fixed_tiles, merge_vector_chain):
