@@ -180,6 +180,7 @@ BAD_INPUTS = [
     ("no keys", lambda q, k, v: (q, k[:, :0], v[:, :0], {}), ValueError, "Skv = 0"),
     ("causal", lambda q, k, v: (q, k, v, {"causal": 1}), TypeError, "causal: must be a bool"),
     ("scale", lambda q, k, v: (q, k, v, {"scale": float("nan")}), ValueError, "scale: must be a finite"),
+    ("huge int scale", lambda q, k, v: (q, k, v, {"scale": 10**400}), ValueError, "scale: must be a finite"),
     ("not a tensor", lambda q, k, v: (q, k.tolist(), v, {}), TypeError, "k: expected a torch"),
 ]
 

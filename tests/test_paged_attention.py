@@ -275,9 +275,18 @@ def test_bad_input_is_rejected_untouched(label, corrupt, error, message):
     assert all(torch.equal(a, b) for a, b in zip(before, [t for t in args if isinstance(t, torch.Tensor)]))
 
 
-def test_bad_scale():
+@pytest.mark.parametrize("scale", [float("inf"), 10**400, True])
+def test_bad_scale(scale):
     with pytest.raises(ValueError, match="scale: must be a finite"):
-        paged_attention(*make(1, 4, 2, 64, 16, [5]), scale=float("inf"))
+        paged_attention(*make(1, 4, 2, 64, 16, [5]), scale=scale)
+
+
+def test_numpy_scale_is_a_number():
+    import numpy as np
+
+    args = make(1, 4, 2, 64, 16, [5])
+    out = paged_attention(*args, scale=np.float32(0.25))
+    assert_close("out", out, reference_fp64(*args, 0.25), TOL[torch.bfloat16])
 
 
 def test_case_file_rules():

@@ -10,7 +10,9 @@ unless asked.
 from __future__ import annotations
 
 import math
+import numbers
 
+import numpy as np
 import torch
 
 from ptogym.atoms import host, measure
@@ -53,10 +55,22 @@ def rule_violations(q, k, v, causal, scale) -> list:
                                          "PyPTO shapes are int32-sized"))
     if not isinstance(causal, bool):
         problems.append((TypeError, f"causal: must be a bool, got {type(causal).__name__}"))
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not math.isfinite(scale)):
-        problems.append((ValueError, f"scale: must be a finite number or None, got {scale!r}"))
-    return problems
+    return problems + scale_rule(scale)
+
+
+def scale_rule(scale) -> list:
+    """``scale``: None or a finite real number (numpy scalars included; an int too large for
+    a float is refused, not an OverflowError), as (exception, message) pairs."""
+    finite = False
+    if scale is not None and isinstance(scale, numbers.Real) and not isinstance(scale, (bool, np.bool_)):
+        try:
+            finite = math.isfinite(float(scale))
+        except OverflowError:
+            finite = False
+    if scale is None or finite:
+        return []
+    shown = repr(scale) if len(repr(scale)) <= 40 else f"{repr(scale)[:37]}..."
+    return [(ValueError, f"scale: must be a finite number or None, got {shown}")]
 
 
 def validate(q, k, v, causal, scale) -> None:

@@ -18,7 +18,7 @@ import torch
 from ptogym.atoms import host, measure
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
-from ptogym.ops.flash_attention.op import HEAD_DIMS, default_scale
+from ptogym.ops.flash_attention.op import HEAD_DIMS, default_scale, scale_rule
 from ptogym.tune.table import tuned_params
 
 from . import kernel
@@ -97,9 +97,7 @@ def validate(q, k_cache, v_cache, block_table, seq_lens, scale) -> None:
         if not tensors[name].is_contiguous():
             raise ValueError(f"{name}: must be contiguous (strides {tensors[name].stride()}); the kernel reads its "
                              "blocks in place")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
-                              or not math.isfinite(scale)):
-        raise ValueError(f"scale: must be a finite number or None, got {scale!r}")
+    host.raise_first(scale_rule(scale))
     host.raise_first(host.autograd_rule("paged_attention", tensors))
     if not any(host.is_meta(t) for t in (block_table, seq_lens)):  # meta tensors carry no values to check
         host.raise_first([(ValueError, m) for m in value_violations(block_table, seq_lens, *k_cache.shape[:2])])
