@@ -44,10 +44,12 @@ def test_matches_hf_qwen3_mlp(dtype, t):
     assert_close(y, expected)
 
 
-@pytest.mark.parametrize("hidden, inter", [(32, 37), (20, 12)])
+@pytest.mark.parametrize("hidden, inter", [(32, 37), (20, 12), (256, 144), (144, 256), (48, 768), (200, 192)])
 def test_matches_hf_qwen3_mlp_of_odd_sizes(hidden, inter):
     """Sizes that are no multiple of 16 (Hugging Face's own test configs use I = 37): the
-    operator zero-pads H and I to 32-byte extents for the cube, exact zeros added."""
+    operator zero-pads H and I to 32-byte extents for the cube, exact zeros added.  And
+    multiples of 16 whose halved L0 k tile would not be 32-byte aligned (K = 144: 72;
+    a fuzz found 846 of 4096 (H, I) pairs refused before the k tile kept its alignment)."""
     mlp, w_gate, w_up, w_down = qwen3_mlp(hidden, inter, seed=inter)
     x = torch.randn(11, hidden, generator=torch.Generator().manual_seed(inter)).bfloat16()
     with torch.no_grad():
@@ -130,3 +132,15 @@ def test_bad_input_is_rejected(label):
     args, error, message = _bad(label)
     with pytest.raises(error, match=message):
         swiglu_mlp(*args)
+
+
+def test_projection_tiles_are_legal_for_every_sixteen_multiple():
+    """Every block's cube tiles for K and N multiples of 16 up to 1024 pass pypto's tile
+    rules (``cube_tile_violations``, kL0 alignment included)."""
+    from ptogym.atoms.linear import cube_tile_violations, projection_tile_shapes
+
+    for rows in (1, 16, 64, 128):
+        for k in range(16, 1025, 16):
+            for n in (16, 144, 768):
+                tiles = projection_tile_shapes(rows, k, n, 2)
+                assert not cube_tile_violations(tiles, 2), (rows, k, n, tiles)

@@ -122,9 +122,10 @@ def _long_k_tiles(m: int, k: int, n0: int, element_bytes: int) -> list:
     per operand), else k0 doubled while K and L1 allow - always a multiple of k0
     (halving K instead ends at 224 < 256 for K = 7168, which pypto refuses:
     L1 % L0 != 0)."""
+    align = CUBE_ALIGN_BYTES // element_bytes  # pypto: kL0 * bytes 32-byte aligned
     k0 = min(256 * 2 // element_bytes, k)
-    while k0 > 16 and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
-        k0 //= 2
+    while k0 > align and (m * k0 * element_bytes > L0A_BYTES or k0 * n0 * element_bytes > L0B_BYTES):
+        k0 = max(align, k0 // 2 // align * align)  # halved, kept aligned (K = 144: 72 -> 64)
     if k % k0 == 0 and (m + n0) * k * element_bytes <= L1_BYTES:
         return [k0, k]
     k1 = k0
@@ -184,7 +185,7 @@ CUBE_ALIGN_BYTES = 32
 def cube_tile_violations(tiles, element_bytes: int) -> list[str]:
     """What pypto 0.2.0 refuses in ``set_cube_tile_shapes`` tiles of a matmul with
     ``element_bytes`` operands on DAV_2201 (the rules the interpreter checks as C-TILE-05):
-    0 < L0 <= L1 and L1 % L0 == 0 per axis, nL0 * bytes 32-byte aligned, and the L0A, L0B,
+    0 < L0 <= L1 and L1 % L0 == 0 per axis, nL0 and kL0 * bytes 32-byte aligned, and the L0A, L0B,
     L0C (fp32 accumulator) and L1 footprints within their buffers."""
     (m0, m1), (k0, k1, *_), (n0, n1) = tiles
     problems = [f"{axis} tile [{l0}, {l1}] needs 0 < L0 <= L1 and L1 % L0 == 0"
@@ -192,6 +193,9 @@ def cube_tile_violations(tiles, element_bytes: int) -> list[str]:
                 if not (0 < l0 <= l1 and l1 % l0 == 0)]
     if n0 * element_bytes % CUBE_ALIGN_BYTES:
         problems.append(f"nL0 {n0} x {element_bytes} B = {n0 * element_bytes} B is not {CUBE_ALIGN_BYTES}-byte "
+                        f"aligned")
+    if k0 * element_bytes % CUBE_ALIGN_BYTES:
+        problems.append(f"kL0 {k0} x {element_bytes} B = {k0 * element_bytes} B is not {CUBE_ALIGN_BYTES}-byte "
                         f"aligned")
     needs = {"L0A": (m0 * k0 * element_bytes, L0A_BYTES), "L0B": (k0 * n0 * element_bytes, L0B_BYTES),
              "L0C": (m0 * n0 * 4, L0C_BYTES), "L1": ((m1 * k1 + k1 * n1) * element_bytes, L1_BYTES)}
