@@ -144,17 +144,35 @@ def test_step_tiles_are_legal_for_every_span_width():
                     assert not cube_tile_violations(tiles[stage], 2), (rows, keys, width, stage, tiles[stage])
 
 
-@pytest.mark.parametrize("head_dim, block_size", [(128, 16), (256, 32)])
-def test_wide_table_on_small_blocks(head_dim, block_size):
-    """A block table wider than 1024 keys takes the 8-kv-heads-a-task band, also with small
-    blocks (the fuzz's repro: 64/8 heads, 16-key blocks, 65 table columns, one key)."""
-    args = make(1, 64, 8, head_dim, block_size, [1], seed=head_dim)
-    q, k_cache, v_cache, table, seq_lens = args
+def _wide_table_call(head_dim, block_size, seq_len, backend):
+    """64/8 heads through a block table wider than 1024 keys (the 8-kv-heads-a-task band),
+    unused entries -1: (out, the fp64 reference)."""
+    q, k_cache, v_cache, table, seq_lens = make(1, 64, 8, head_dim, block_size, [seq_len], seed=head_dim)
     wide = torch.full((1, 1025 // block_size + 1), -1, dtype=torch.int32)
     wide[:, :table.shape[1]] = table
-    out = paged_attention(q, k_cache, v_cache, wide, seq_lens)
-    assert_close("out", out, reference_fp64(q, k_cache, v_cache, table, seq_lens, head_dim ** -0.5),
-                 TOL[torch.bfloat16])
+    out = paged_attention(q, k_cache, v_cache, wide, seq_lens, backend=backend)
+    return out, reference_fp64(q, k_cache, v_cache, table, seq_lens, head_dim ** -0.5)
+
+
+@pytest.mark.parametrize("head_dim, block_size", [(128, 16), (256, 32)])
+def test_wide_table_on_small_blocks(head_dim, block_size):
+    """The wide band also with small blocks (the fuzz's repro: 16-key blocks, 65 table
+    columns, one key)."""
+    out, expected = _wide_table_call(head_dim, block_size, 1, "interp")
+    assert_close("out", out, expected, TOL[torch.bfloat16])
+
+
+@pytest.mark.pypto
+def test_wide_table_on_small_blocks_on_pypto_sim():
+    """Real pypto compiles the wide band's tiles on 16-key blocks and computes the numbers."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        out, expected = _wide_table_call(128, 16, 40, "pypto-sim")
+    finally:
+        stop_workers()
+    assert_close("out", out, expected, TOL[torch.bfloat16])
 
 
 @pytest.mark.parametrize("blocks_per_step", [1, 4])
