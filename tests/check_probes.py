@@ -324,6 +324,71 @@ def tile_sum_buffer(pypto):
     return kernel
 
 
+# pypto's topk sorts a [rows, n] tile through a bitsort into [rows, 2 * n32] (value, index)
+# pairs plus a [1, 2 * n32] scratch row (n32: n rounded up to 32): with its input (rows of n
+# rounded up to 32 bytes), all in UB at once.  [15, 1000] needs 192,512 B and compiles; [32, 512] needs 200,704 B and [30, 520] (544
+# after rounding) 200,192 B: both refused by the OoOSchedule pass ("Global sortOps failed").
+def _topk_kernel(pypto, *shape, k=8, tile=None):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor(list(shape), pypto.DT_FP32), values: pypto.Tensor([*shape[:-1], k], pypto.DT_FP32),
+               ids: pypto.Tensor([*shape[:-1], k], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(*(tile or shape))
+        top, where = pypto.topk(x, k, -1, True)
+        values[:] = top
+        ids[:] = where
+    return kernel
+
+
+def _topk_inputs(*shape, k=8):
+    return lambda: [rand(*shape), zeros(*shape[:-1], k), zeros(*shape[:-1], k, dtype=torch.int32)]
+
+
+@probe("ok", inputs=_topk_inputs(15, 1000), outputs=(1, 2))
+def topk_bitsort_fits(pypto):
+    return _topk_kernel(pypto, 15, 1000)
+
+
+@probe("C-TILE-03", inputs=_topk_inputs(32, 512), outputs=(1, 2))
+def topk_bitsort_overflow(pypto):
+    return _topk_kernel(pypto, 32, 512)
+
+
+@probe("C-TILE-03", inputs=_topk_inputs(30, 520), outputs=(1, 2))
+def topk_bitsort_rounded_overflow(pypto):
+    return _topk_kernel(pypto, 30, 520)
+
+
+# a rank-3 tile: its leading dims multiply the rows; the scratch row stays one ([4, 64, 32] needs
+# 98,560 B; [8, 64, 32] 196,864 B, 256 B over)
+@probe("ok", inputs=_topk_inputs(4, 64, 32, k=2), outputs=(1, 2))
+def topk_bitsort_rank3_fits(pypto):
+    return _topk_kernel(pypto, 4, 64, 32, k=2)
+
+
+@probe("C-TILE-03", inputs=_topk_inputs(8, 64, 32, k=2), outputs=(1, 2))
+def topk_bitsort_rank3_overflow(pypto):
+    return _topk_kernel(pypto, 8, 64, 32, k=2)
+
+
+# the input's rows take whole 32-byte blocks in UB: [1, 743, 2] under a (1, 743, 8) tile needs
+# 743 * 32 + 2 * 743 * 32 * 4 + 2 * 32 * 4 = 214,240 B (196,408 B unpadded: it would fit)
+@probe("C-TILE-03", inputs=_topk_inputs(1, 743, 2, k=2), outputs=(1, 2))
+def topk_bitsort_padded_rows_overflow(pypto):
+    return _topk_kernel(pypto, 1, 743, 2, k=2, tile=(1, 743, 8))
+
+
+# and one [rows, k] result tile (rows of k rounded up to 32 bytes) beside them: [1, 613, 2] under
+# (1, 613, 8) with k = 2 needs 196,416 B and compiles; [1, 615, 2] 197,056 B (177,376 without it)
+@probe("ok", inputs=_topk_inputs(1, 613, 2, k=2), outputs=(1, 2))
+def topk_bitsort_result_fits(pypto):
+    return _topk_kernel(pypto, 1, 613, 2, k=2, tile=(1, 613, 8))
+
+
+@probe("C-TILE-03", inputs=_topk_inputs(1, 615, 2, k=2), outputs=(1, 2))
+def topk_bitsort_result_overflow(pypto):
+    return _topk_kernel(pypto, 1, 615, 2, k=2, tile=(1, 615, 8))
+
+
 # A reduction along the last axis needs the vector tile's last dim (a lower-rank tensor takes the
 # tile's leading entries; unclamped) * dtype bytes 32-byte aligned (FC1001); along another axis it
 # does not.

@@ -86,6 +86,60 @@ def test_matches_fp64_reference(kwargs, dtype):
     torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
 
 
+WIDE_ROUTERS = [(33, 1000, 1), (8, 4096, 1), (64, 2048, 1), (130, 4096, 64), (40, 1024, 512)]
+
+
+def _wide_router_call(tokens, experts, groups, backend):
+    """(weights, ids, fp64 reference weights, ids) of a router too wide for the default
+    32-row tiles."""
+    kwargs = ({"top_k": 8} if groups == 1 else
+              {"top_k": 8, "scoring": "sigmoid", "num_groups": groups, "topk_groups": 4, "routed_scaling_factor": 2.5})
+    logits = _logits(tokens, experts, seed=experts + groups)
+    weights, ids = moe_gating_topk(logits, backend=backend, **kwargs)
+    return (weights, ids, *moe_gating_topk_golden(logits, compute_dtype=torch.float64, **kwargs))
+
+
+@pytest.mark.parametrize("tokens, experts, groups", WIDE_ROUTERS)
+def test_wide_routers_at_any_token_count(tokens, experts, groups):
+    """Up to 4096 experts at token counts whose default 32-row tiles would not hold them
+    (a fuzz found 1000 experts at 32 tokens refused, C-TILE-04): the tiles shrink to what
+    pypto's topk sorts within UB (``widest_tile_rows``)."""
+    weights, ids, ref_weights, ref_ids = _wide_router_call(tokens, experts, groups, "interp")
+    assert torch.equal(ids, ref_ids)
+    torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.pypto
+def test_wide_routers_on_pypto_sim():
+    """Real pypto compiles the narrowed tiles (its topk refuses [16, 1000] and [32, 512]
+    fp32 tiles: OoOSchedule "Global sortOps failed") and computes the same experts."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        for tokens, experts, groups in WIDE_ROUTERS[:2] + WIDE_ROUTERS[-1:]:
+            weights, ids, ref_weights, ref_ids = _wide_router_call(tokens, experts, groups, "pypto-sim")
+            assert torch.equal(ids, ref_ids), (tokens, experts, groups)
+            torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
+    finally:
+        stop_workers()
+
+
+def test_widest_tile_rows_fits_the_sort():
+    """The row counts the kernel picks: powers of two whose topk sort fits UB and whose
+    double does not (the probes' byte counts: 1000 experts 8 rows, 4096 experts 2)."""
+    from ptogym.atoms.gating import topk_ub_bytes
+    from ptogym.ops.inplace_add_rms_norm.kernel import UB_BYTES
+    from ptogym.ops.moe_gating_topk.kernel import widest_tile_rows
+
+    assert [widest_tile_rows(e) for e in (64, 128, 256, 1000, 2048, 4096)] == [128, 64, 32, 8, 4, 2]
+    assert widest_tile_rows(256, 8) == 32 and widest_tile_rows(4096, 2048) == 0
+    for experts in range(8, 4097, 8):
+        rows = widest_tile_rows(experts)
+        assert topk_ub_bytes(rows, experts, 8) <= UB_BYTES
+        assert rows == 128 or topk_ub_bytes(2 * rows, experts, 8) > UB_BYTES or 2 * rows * experts * 4 > 65536
+
+
 def test_ties_are_broken_as_torch_topk_breaks_them():
     """Equal logits give bit-identical scores in kernel and golden; the selection is then
     torch.topk's (on CPU not by expert index), group scores tied as well.  The renormalised
@@ -135,6 +189,8 @@ def test_opcheck_and_compile():
     ({"top_k": 2, "scoring": "relu"}, ValueError, "scoring: 'relu' is not one of"),
     ({"top_k": 2, "num_groups": 3}, ValueError, "num_groups: 3 must be an int >= 1 dividing E = 32"),
     ({"top_k": 2, "num_groups": 32}, ValueError, "num_groups: 32 groups of 1 expert"),
+    ({"router_logits": torch.zeros(4, 4096), "top_k": 2, "num_groups": 2048, "topk_groups": 2}, ValueError,
+     r"num_groups: 2048 groups of 2 experts: pypto's topk pads each group to 32 .* 655616 B > 196608 B of UB"),
     ({"top_k": 2, "num_groups": 4, "topk_groups": 5}, ValueError, r"topk_groups: 5 must be an int in \[1, num_groups = 4\]"),
     ({"top_k": 9, "num_groups": 4, "topk_groups": 1}, ValueError, r"top_k: 9 must be an int in \[1, 8\]"),
     ({"top_k": 2, "correction_bias": torch.zeros(16)}, ValueError, r"correction_bias: shape \[16\] must be \[E\]"),

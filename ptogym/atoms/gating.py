@@ -12,6 +12,7 @@ Softmax is exp(x - rowmax) / rowsum.  A dropped group's experts are pushed to
 are unchanged bit for bit, so the selection among them is the same.
 """
 FP32_PER_BLOCK = 8  # fp32 elements in 32 bytes
+SORT_GROUP = 32  # pypto's bitsort sorts the last axis in whole groups of 32 elements
 DROPPED_GROUP_PENALTY = 1e30
 RENORM_EPS = 1e-20  # DeepSeek-V3's denominator guard; below one fp32 ulp of any sum of scores >= 1e-12
 
@@ -21,6 +22,15 @@ def reduction_tile(extent: int) -> int:
     refuses a reduction under a last tile dim that is not 32-byte aligned (FC1001, C-TILE-09),
     and clamps a larger one to the extent, so ``extent`` rounded up to 8."""
     return -(-extent // FP32_PER_BLOCK) * FP32_PER_BLOCK
+
+
+def topk_ub_bytes(lead: int, extent: int, k: int) -> int:
+    """The UB bytes pypto's topk holds at once on a tile of ``lead`` rows (its leading dims
+    multiplied) of ``extent`` fp32: the input, the bitsort's (value, index) pairs over
+    ``extent`` rounded up to 32, one scratch row of those and a [lead, k] result, rows in
+    whole 32-byte blocks (the interpreter's C-TILE-03 for topk; probes topk_bitsort_*)."""
+    padded = -(-extent // SORT_GROUP) * SORT_GROUP
+    return 4 * (lead * reduction_tile(extent) + 2 * lead * padded + 2 * padded + lead * reduction_tile(k))
 
 
 def router_scores(pypto, logits_fp32, scoring):

@@ -3,13 +3,18 @@ returns them), and the hardware sort primitive ``sort32``."""
 from __future__ import annotations
 
 import builtins
+import math
 
 import torch
 
+from .. import runtime
 from ..checks import violation
 from ..dtypes import DT_INT32
+from ..platform import platform
 from ..tensor import Tensor, note_operand, wrap
-from ._common import check_vector_tiles
+from ._common import _static, check_vector_tiles, effective_vec_tile
+
+BITSORT_ALIGN = 32  # pypto's bitsort pads the sorted axis to whole groups of 32 elements
 
 
 def _axis(op: str, input: Tensor, dim) -> int:
@@ -33,7 +38,35 @@ def topk(input: Tensor, k: int, dim=None, largest: bool = True):
     shape = list(input._shape)
     shape[axis] = k
     check_vector_tiles("topk", input)  # the k-wide results are padded to whole blocks by pypto
+    _check_bitsort_buffers(input, k)
     return wrap(values, input.dtype, shape), wrap(indices.to(torch.int32), DT_INT32, shape)
+
+
+def _check_bitsort_buffers(input: Tensor, k: int) -> None:
+    """C-TILE-03 for topk's sort: pypto sorts each input tile (its rows in whole 32-byte
+    blocks) through a bitsort into (value, index) pairs, [..., 2 * n32] (n32: the tile's
+    last dim rounded up to 32), with a [1, 2 * n32] scratch row and a [..., k] result tile
+    (rows in whole blocks), all in UB at once (probes topk_bitsort_*: [15, 1000] fp32
+    compiles in 191,552 B, [1, 613, 2] in 196,416 B; [32, 512] needs 200,960 B, [30, 520]
+    198,272 B, [1, 615, 2] 197,056 B: refused by the OoOSchedule pass, "Global sortOps
+    failed")."""
+    tile = runtime.current().vec_tile
+    if tile is None:
+        return  # check_vector_tiles has reported it
+    shape = _static(input)
+    own = effective_vec_tile(tile, shape)
+    nbytes = input.dtype.nbytes
+    block = platform.profile.ub_block_bytes // nbytes
+    rows, row = math.prod(own[:-1]), -(-own[-1] // block) * block  # a row takes whole 32-byte blocks
+    padded = -(-own[-1] // BITSORT_ALIGN) * BITSORT_ALIGN
+    result_row = -(-k // block) * block
+    need = nbytes * (rows * row + 2 * rows * padded + 2 * padded + rows * result_row)
+    if need > platform.profile.ub_bytes:
+        violation("C-TILE-03", f"pypto.topk: its input tile {own}, the bitsort's (value, index) pairs "
+                               f"{[*own[:-1], 2 * padded]}, their scratch row [1, {2 * padded}] and the k = {k} "
+                               f"result {[*own[:-1], k]} ({input.dtype}) "
+                               f"need {need} B of UB > {platform.profile.ub_bytes} B on "
+                               f"{platform.profile.npuarch} (vec tile {list(tile)}, shape {list(shape)})")
 
 
 def argsort(input: Tensor, dim=None, descending: bool = False) -> Tensor:

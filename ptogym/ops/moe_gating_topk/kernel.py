@@ -6,13 +6,14 @@ the choice, drop all but the best groups, take the top k, gather the unbiased
 scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hold
 whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
 """
-from ptogym.atoms.gating import drop_groups, group_scores, reduction_tile, router_scores, topk_weights
+from ptogym.atoms.gating import drop_groups, group_scores, reduction_tile, router_scores, topk_ub_bytes, topk_weights
 from ptogym.atoms.signature import optional_input
-from ptogym.ops.inplace_add_rms_norm.kernel import vec_tile_rows
+from ptogym.ops.inplace_add_rms_norm.kernel import UB_BYTES, vec_tile_rows
 from ptogym.tune.space import Param, Tuning, token_band
 
 UNROLL = (128, 32, 8, 1)  # rows per block
 TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
+MAX_TILE_ROWS = 128
 SCORINGS = ("softmax", "sigmoid")
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -22,24 +23,38 @@ VARIANTS = {
 }
 
 
-def widest_tile_rows(experts: int) -> int:
-    """The rows of E fp32 scores the vector unit holds (``vec_tile_rows``: the widest
-    op's tiles within UB, capped at 128)."""
-    return vec_tile_rows(reduction_tile(experts), max_rows=128)
+def widest_tile_rows(experts: int, num_groups: int = 1, top_k: int = 8) -> int:
+    """The most rows, a power of two up to 128, whose tiles all fit: E fp32 scores under
+    the vector ops (``vec_tile_rows``), pypto's topk sort of them, and with groups its
+    sorts of [rows, G, E / G] and of the group scores (``topk_ub_bytes``); 0 where not one
+    row fits (groups of a few experts each pad to 32 in the sort)."""
+    widest = vec_tile_rows(reduction_tile(experts), max_rows=MAX_TILE_ROWS)
+    group = experts // num_groups
+
+    def fits(rows):
+        sorts = [(rows, experts, top_k)]
+        if num_groups > 1:
+            sorts += [(rows * num_groups, group, 2), (rows, num_groups, num_groups)]
+        return rows <= widest and all(topk_ub_bytes(*sort) <= UB_BYTES for sort in sorts)
+
+    rows = MAX_TILE_ROWS
+    while rows and not fits(rows):
+        rows //= 2
+    return rows
 
 
 def _tile_rows(shape) -> tuple:
     """Powers of two up to ``widest_tile_rows``."""
-    widest = widest_tile_rows(shape["experts"])
+    widest = widest_tile_rows(shape["experts"], shape["num_groups"], shape["top_k"])
     return tuple(rows for rows in (TILE_ROWS, 1, 2, 4, 8, 16, 64, 128) if rows <= widest)
 
 
-def _bands(tokens: int, experts: int) -> tuple:
-    """The token band, then that band narrowed to the expert counts whose rows fill the
-    same widest tile (a winner at 64 experts said nothing about 256: measured 7.4x
-    slower there)."""
+def _bands(tokens: int, experts: int, num_groups: int, top_k: int) -> tuple:
+    """The token band, then that band narrowed to the router shapes whose tiles hold the
+    same widest power of two of rows (a winner at 64 experts said nothing about 256:
+    measured 7.4x slower there)."""
     band = token_band(tokens)
-    return band, f"{band}/tile_rows<={widest_tile_rows(experts)}"
+    return band, f"{band}/tile_rows<={widest_tile_rows(experts, num_groups, top_k)}"
 
 
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
@@ -59,15 +74,19 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
           unroll=UNROLL, tile_rows=TILE_ROWS):
     """Kernel(logits, weights, ids, bias): logits [rows, experts] of ``dtype``; weights
     [rows, top_k] fp32 and ids [rows, top_k] int32 written; bias [1, experts] fp32 when
-    has_bias (the only case that reads it), else None."""
+    has_bias (the only case that reads it), else None.  ``tile_rows`` is capped at
+    ``widest_tile_rows`` (the default's 32 rows of 1000 experts would not fit)."""
     if scoring not in SCORINGS:
         raise ValueError(f"scoring: {scoring!r} is not one of {SCORINGS}")
     dt = getattr(pypto, dtype)
     sizes = sorted(set(unroll) | {1}, reverse=True)
     group_size = experts // num_groups
+    widest = widest_tile_rows(experts, num_groups, top_k)
+    if not widest:
+        raise ValueError(f"num_groups: {num_groups} groups of {group_size} experts: one token's tiles exceed UB")
 
     def gate_block(logits, bias, weights_out, ids_out, row, size):
-        rows = min(size, tile_rows)
+        rows = min(size, tile_rows, widest)
         pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         tile = pypto.view(logits, [size, experts], [row, 0])
         scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)

@@ -35,8 +35,10 @@ import math
 import torch
 
 from ptogym.atoms import host, measure
+from ptogym.atoms.gating import SORT_GROUP, topk_ub_bytes
 from ptogym.backends.base import LaunchReport
 from ptogym.ops import OpSpec
+from ptogym.ops.inplace_add_rms_norm.kernel import UB_BYTES
 from ptogym.tune.table import tuned_params
 
 from . import kernel
@@ -70,6 +72,12 @@ def rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, corr
     if num_groups > 1 and group_size < 2:
         problems.append((ValueError, f"num_groups: {num_groups} groups of {group_size} expert(s); a group is "
                                      "scored by its two largest, so it needs at least 2"))
+    elif 0 < experts <= MAX_EXPERTS and not kernel.widest_tile_rows(experts, num_groups, 2):
+        problems.append((ValueError, f"num_groups: {num_groups} groups of {group_size} experts: pypto's topk pads "
+                                     f"each group to {SORT_GROUP} (value, index) pairs, so one token's "
+                                     f"[1, {num_groups}, {group_size}] group sort needs "
+                                     f"{topk_ub_bytes(num_groups, group_size, 2)} B > {UB_BYTES} B of UB (rule: the "
+                                     "tiles of one token fit UB; fewer, larger groups do)"))
     if not _is_int(topk_groups) or not 1 <= topk_groups <= num_groups:
         problems.append((ValueError, f"topk_groups: {topk_groups!r} must be an int in [1, num_groups = {num_groups}]"))
         return problems
@@ -111,7 +119,7 @@ def launch(router_logits, top_k, scoring="softmax", num_groups=1, topk_groups=1,
     static = {"experts": experts, "top_k": top_k, "dtype": LOGIT_DTYPES[router_logits.dtype], "scoring": scoring,
               "num_groups": num_groups, "topk_groups": topk_groups, "has_bias": correction_bias is not None,
               "renormalize": renormalize, "scaling": float(routed_scaling_factor),
-              **tuned_params(kernel, tokens=tokens, experts=experts), **kernel.VARIANTS.get(variant, {})}
+              **tuned_params(kernel, tokens=tokens, experts=experts, num_groups=num_groups, top_k=top_k), **kernel.VARIANTS.get(variant, {})}
     tensors, scalars = [router_logits, weights, ids], {}
     if correction_bias is not None:  # the only case that reads it: the kernel takes None otherwise
         tensors.append(correction_bias.to(torch.float32).view(1, experts))
@@ -161,7 +169,8 @@ def _attrs(attrs) -> dict:
 def tuning_shape(case) -> dict:
     """The shape a level's call passes to the tuned table (``launch``)."""
     tokens, experts = case.inputs["router_logits"].shape
-    return {"tokens": tokens, "experts": experts}
+    attrs = _attrs(case.attrs)
+    return {"tokens": tokens, "experts": experts, "num_groups": attrs["num_groups"], "top_k": attrs["top_k"]}
 
 
 def make_inputs(case, generator, device="cpu"):
