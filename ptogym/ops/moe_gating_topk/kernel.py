@@ -96,7 +96,11 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
             choice = drop_groups(pypto, choice, group_scores(pypto, choice, num_groups), topk_groups)
             pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         _, ids = pypto.topk(choice, top_k, -1, True)
-        pypto.assemble(topk_weights(pypto, scores, ids, renormalize, scaling), [row, 0], weights_out)
+        # Without a bias the kept experts' choice scores are their scores bit for bit (+0):
+        # gathered from there, because real pypto 0.2.0 fails (MACHINE "#data.valid: Index
+        # out of bounds") to gather from a tensor the group stage also reshaped to 3-D.
+        unbiased = choice if num_groups > 1 and not has_bias else scores
+        pypto.assemble(topk_weights(pypto, unbiased, ids, renormalize, scaling), [row, 0], weights_out)
         pypto.assemble(ids, [row, 0], ids_out)
 
     @pypto.frontend.jit()
