@@ -14,6 +14,10 @@ from ptogym.tune.space import Param, Tuning, token_band
 UNROLL = (128, 32, 8, 1)  # rows per block
 TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
 MAX_TILE_ROWS = 128
+# The group stage's [rows, G, E/G] tile holds at most this many (8-padded) scores: real pypto
+# 0.2.0 fails larger ones on some group widths (MACHINE "#data.valid: Index out of bounds"; 5 of
+# 8 fuzz-found failing routers, e.g. 1440 experts in 8 groups at 8 rows, compile within it).
+GROUP_TILE_ELEMENTS = 8192
 SCORINGS = ("softmax", "sigmoid")
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -87,12 +91,15 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
 
     def gate_block(logits, bias, weights_out, ids_out, row, size):
         rows = min(size, tile_rows, widest)
+        group_rows = rows
+        while group_rows > 1 and group_rows * num_groups * reduction_tile(group_size) > GROUP_TILE_ELEMENTS:
+            group_rows //= 2
         pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         tile = pypto.view(logits, [size, experts], [row, 0])
         scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)
         choice = pypto.add(scores, bias) if has_bias else scores
         if num_groups > 1:
-            pypto.set_vec_tile_shapes(rows, num_groups, reduction_tile(group_size))
+            pypto.set_vec_tile_shapes(group_rows, num_groups, reduction_tile(group_size))
             choice = drop_groups(pypto, choice, group_scores(pypto, choice, num_groups), topk_groups)
             pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         _, ids = pypto.topk(choice, top_k, -1, True)
