@@ -125,13 +125,18 @@ def copy_back(aliases: dict, originals: list, copies: list) -> None:
     """Write what the kernel wrote through each aliased parameter into the caller's memory,
     parameter by parameter in order.  The caller's memory is untouched until now (every
     parameter over it works on its copy), so an element whose copy differs from it, bit for
-    bit, is one the kernel wrote; all masks are taken before the first write-back."""
-    changed = {index: _bytes(copies[index]).ne(_bytes(originals[index])).any(-1).reshape(copies[index].shape)
-               for index in aliases}
+    bit, is one the kernel wrote; all masks are taken before the first write-back.  (On the
+    elements' bits as integers: a select, not masked indexing, which cost qwen3_pre_attn
+    ~4 ms a call on its 2 MB caches.)"""
+    changed = {index: _bits(copies[index]) != _bits(originals[index]) for index in aliases}
     for index, mask in changed.items():
-        originals[index][mask] = copies[index][mask]
+        target = _bits(originals[index])
+        target.copy_(torch.where(mask, _bits(copies[index]), target))
 
 
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """Each element's bytes as a row of uint8."""
-    return t.reshape(-1).view(torch.uint8).reshape(t.numel(), t.element_size())
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s elements as integers of the same width (its bits, NaN payloads included)."""
+    return t.view(_INT_OF_SIZE[t.element_size()])
