@@ -178,7 +178,7 @@ BAD_INPUTS = [
     ("group", lambda q, k, v: (q[:, :, :3], k, v, {}), ValueError, "multiple of Hkv"),
     ("head dim", lambda q, k, v: (q[..., :32], k[..., :32], v[..., :32], {}), ValueError, "head dim D = 32"),
     ("no keys", lambda q, k, v: (q, k[:, :0], v[:, :0], {}), ValueError, "Skv = 0"),
-    ("causal", lambda q, k, v: (q, k, v, {"causal": 1}), TypeError, "causal: must be a bool"),
+    ("causal", lambda q, k, v: (q, k, v, {"causal": 1}), TypeError, "causal: must be a bool, got int 1"),
     ("scale", lambda q, k, v: (q, k, v, {"scale": float("nan")}), ValueError, "scale: must be a finite"),
     ("huge int scale", lambda q, k, v: (q, k, v, {"scale": 10**400}), ValueError, "scale: must be a finite"),
     ("not a tensor", lambda q, k, v: (q, k.tolist(), v, {}), TypeError, "k: expected a torch"),
@@ -192,6 +192,13 @@ def test_bad_input_is_rejected_untouched(label, corrupt, error, message):
     with pytest.raises(error, match=message):
         flash_attention(q, k, v, **kwargs)
     assert all(torch.equal(a, b) for a, b in zip(before, [t for t in (q, k, v) if isinstance(t, torch.Tensor)]))
+
+
+def test_numpy_bool_causal_is_a_bool():
+    import numpy as np
+
+    q, k, v = make(1, 8, 8, 4, 2, 64)
+    assert torch.equal(flash_attention(q, k, v, causal=np.bool_(True)), flash_attention(q, k, v, causal=True))
 
 
 def test_case_files_use_the_call_rules():

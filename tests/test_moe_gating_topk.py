@@ -164,6 +164,16 @@ def test_top_k_equal_to_e_and_one_token():
     torch.testing.assert_close(weights.sort(-1).values, logits.sigmoid().sort(-1).values, **FP32_WEIGHTS)
 
 
+def test_numpy_scalars_are_accepted_as_their_python_values():
+    logits = _logits(5, 64, seed=4)
+    import numpy as np
+    got = moe_gating_topk(logits, top_k=np.int64(4), num_groups=np.int32(8), topk_groups=np.int64(2),
+                          renormalize=np.bool_(False), routed_scaling_factor=np.float32(2.5), scoring="sigmoid")
+    expected = moe_gating_topk(logits, top_k=4, num_groups=8, topk_groups=2, renormalize=False,
+                               routed_scaling_factor=2.5, scoring="sigmoid")
+    assert torch.equal(got[1], expected[1]) and torch.equal(got[0], expected[0])
+
+
 def test_zero_tokens():
     weights, ids = moe_gating_topk(torch.empty(0, 64), top_k=4)
     assert weights.shape == (0, 4) and ids.shape == (0, 4)
@@ -185,7 +195,8 @@ def test_opcheck_and_compile():
     ({"router_logits": torch.zeros(4, 0), "top_k": 2}, ValueError, r"router_logits: E = 0 experts must be in \[1, 4096\]"),
     ({"top_k": 0}, ValueError, r"top_k: 0 must be an int in \[1, 32\]"),
     ({"top_k": 33}, ValueError, "top_k: 33"),
-    ({"top_k": 2.0}, ValueError, "top_k: 2.0"),
+    ({"top_k": 2.0}, TypeError, "top_k: must be an int, got float 2.0"),
+    ({"top_k": 2, "num_groups": True}, TypeError, "num_groups: must be an int, got bool True"),
     ({"top_k": 2, "scoring": "relu"}, ValueError, "scoring: 'relu' is not one of"),
     ({"top_k": 2, "num_groups": 3}, ValueError, "num_groups: 3 must be an int >= 1 dividing E = 32"),
     ({"top_k": 2, "num_groups": 32}, ValueError, "num_groups: 32 groups of 1 expert"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
 import torch
 
 from ptogym.backends import get_backend
@@ -78,6 +79,24 @@ def positive_number_rule(name: str, value) -> Problems:
     if not math.isfinite(as_float) or as_float <= 0:
         return [(ValueError, f"{name}: must be a finite number > 0, got {shown}")]
     return []
+
+
+def type_name(value) -> str:
+    """``float``, ``numpy.float32``: a value's type as an error message names it."""
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def flag_rule(name: str, value) -> Problems:
+    """A bool attribute: Python's or numpy's (an int is refused: ``1`` is no flag)."""
+    if isinstance(value, (bool, np.bool_)):
+        return []
+    return [(TypeError, f"{name}: must be a bool, got {type_name(value)} {value!r}")]
+
+
+def is_int(value) -> bool:
+    """An integer attribute: a Python or numpy int, not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def eps_rule(eps) -> Problems:

@@ -53,9 +53,7 @@ def rule_violations(q, k, v, causal, scale) -> list:
         if math.prod(t.shape) > host.INT32_MAX:
             problems.append((ValueError, f"{name}: {math.prod(t.shape)} elements > {host.INT32_MAX}; "
                                          "PyPTO shapes are int32-sized"))
-    if not isinstance(causal, bool):
-        problems.append((TypeError, f"causal: must be a bool, got {type(causal).__name__}"))
-    return problems + scale_rule(scale)
+    return problems + host.flag_rule("causal", causal) + scale_rule(scale)
 
 
 def scale_rule(scale) -> list:
@@ -156,7 +154,7 @@ def flash_attention(q, k, v, *, causal=False, scale=None, return_lse=False, back
     """
     if not torch.compiler.is_compiling():  # traced calls see fake tensors; the kernel call validates
         validate(q, k, v, causal, scale)
-    scale = default_scale(q.shape[-1], scale)
+    causal, scale = bool(causal), default_scale(q.shape[-1], scale)
     if backend is None:
         out, lse = torch.ops.ptogym.flash_attention(q, k, v, causal, scale)
     else:

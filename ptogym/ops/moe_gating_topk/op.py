@@ -49,10 +49,6 @@ LOGIT_DTYPES = host.FLOAT_DTYPES
 MAX_EXPERTS = 4096  # a row of fp32 scores and its working copies within one vector tile
 
 
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, correction_bias, renormalize,
                     routed_scaling_factor) -> list:
     """Every dtype, shape and attribute rule, as (exception type, message) pairs."""
@@ -65,7 +61,12 @@ def rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, corr
     if experts == 0 or experts > MAX_EXPERTS:
         problems.append((ValueError, f"router_logits: E = {experts} experts must be in [1, {MAX_EXPERTS}]"))
     problems += host.choice_rule("scoring", scoring, kernel.SCORINGS)
-    if not _is_int(num_groups) or num_groups < 1 or (experts and experts % num_groups):
+    for name, value in (("top_k", top_k), ("num_groups", num_groups), ("topk_groups", topk_groups)):
+        if not host.is_int(value):
+            problems.append((TypeError, f"{name}: must be an int, got {host.type_name(value)} {value!r}"))
+    if problems:
+        return problems
+    if num_groups < 1 or (experts and experts % num_groups):
         problems.append((ValueError, f"num_groups: {num_groups!r} must be an int >= 1 dividing E = {experts}"))
         return problems
     group_size = experts // num_groups
@@ -78,22 +79,18 @@ def rule_violations(router_logits, top_k, scoring, num_groups, topk_groups, corr
                                      f"[1, {num_groups}, {group_size}] group sort needs "
                                      f"{topk_ub_bytes(num_groups, group_size, 2)} B > {UB_BYTES} B of UB (rule: the "
                                      "tiles of one token fit UB; fewer, larger groups do)"))
-    if not _is_int(topk_groups) or not 1 <= topk_groups <= num_groups:
+    if not 1 <= topk_groups <= num_groups:
         problems.append((ValueError, f"topk_groups: {topk_groups!r} must be an int in [1, num_groups = {num_groups}]"))
         return problems
     reachable = topk_groups * group_size
-    if not _is_int(top_k) or not 1 <= top_k <= reachable:
+    if not 1 <= top_k <= reachable:
         problems.append((ValueError, f"top_k: {top_k!r} must be an int in [1, {reachable}] (the experts of "
                                      f"topk_groups = {topk_groups} group(s) of {group_size})"))
     if correction_bias is not None:
         problems += host.dtype_rule("correction_bias", correction_bias, tuple(host.FLOAT_DTYPES))
         problems += host.shape_rule("correction_bias", correction_bias, (experts,), "[E]")
-    if not isinstance(renormalize, bool):
-        problems.append((TypeError, f"renormalize: must be a bool, got {type(renormalize).__name__}"))
-    if (isinstance(routed_scaling_factor, bool) or not isinstance(routed_scaling_factor, (int, float))
-            or not math.isfinite(routed_scaling_factor) or routed_scaling_factor <= 0):
-        problems.append((ValueError, f"routed_scaling_factor: must be a finite number > 0, "
-                                     f"got {routed_scaling_factor!r}"))
+    problems += host.flag_rule("renormalize", renormalize)
+    problems += host.positive_number_rule("routed_scaling_factor", routed_scaling_factor)
     if math.prod(router_logits.shape) > host.INT32_MAX:
         problems.append((ValueError, f"router_logits: {math.prod(router_logits.shape)} elements > {host.INT32_MAX}"))
     return problems
@@ -147,10 +144,13 @@ def _(router_logits, top_k, scoring, num_groups, topk_groups, correction_bias, r
 def moe_gating_topk(router_logits, *, top_k, scoring="softmax", num_groups=1, topk_groups=1, correction_bias=None,
                     renormalize=True, routed_scaling_factor=1.0, backend=None):
     """(topk_weights fp32 [T, top_k], topk_ids int32 [T, top_k]); see the module docstring."""
+    if not torch.compiler.is_compiling():
+        validate(router_logits, top_k, scoring, num_groups, topk_groups, correction_bias, renormalize,
+                 routed_scaling_factor)
+    # numpy ints and bools accepted: as the Python values the custom op's schema takes
+    top_k, num_groups, topk_groups, renormalize = int(top_k), int(num_groups), int(topk_groups), bool(renormalize)
     args = (router_logits, top_k, scoring, num_groups, topk_groups, correction_bias, renormalize,
             routed_scaling_factor)
-    if not torch.compiler.is_compiling():
-        validate(*args)
     if backend is None:
         return torch.ops.ptogym.moe_gating_topk(router_logits, top_k, scoring, num_groups, topk_groups,
                                                 correction_bias, renormalize, float(routed_scaling_factor))
