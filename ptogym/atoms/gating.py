@@ -24,12 +24,17 @@ def reduction_tile(extent: int) -> int:
     return -(-extent // FP32_PER_BLOCK) * FP32_PER_BLOCK
 
 
+def sort_width(extent: int) -> int:
+    """The sorted axis as pypto's bitsort pads it: whole groups of 32."""
+    return -(-extent // SORT_GROUP) * SORT_GROUP
+
+
 def topk_ub_bytes(lead: int, extent: int, k: int) -> int:
     """The UB bytes pypto's topk holds at once on a tile of ``lead`` rows (its leading dims
     multiplied) of ``extent`` fp32: the input, the bitsort's (value, index) pairs over
     ``extent`` rounded up to 32, one scratch row of those and a [lead, k] result, rows in
     whole 32-byte blocks (the interpreter's C-TILE-03 for topk; probes topk_bitsort_*)."""
-    padded = -(-extent // SORT_GROUP) * SORT_GROUP
+    padded = sort_width(extent)
     return 4 * (lead * reduction_tile(extent) + 2 * lead * padded + 2 * padded + lead * reduction_tile(k))
 
 

@@ -6,7 +6,8 @@ the choice, drop all but the best groups, take the top k, gather the unbiased
 scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hold
 whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
 """
-from ptogym.atoms.gating import drop_groups, group_scores, reduction_tile, router_scores, topk_ub_bytes, topk_weights
+from ptogym.atoms.gating import (FP32_PER_BLOCK, drop_groups, group_scores, reduction_tile, router_scores, sort_width,
+                                 topk_ub_bytes, topk_weights)
 from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import UB_BYTES, vec_tile_rows
 from ptogym.tune.space import Param, Tuning, token_band
@@ -14,10 +15,10 @@ from ptogym.tune.space import Param, Tuning, token_band
 UNROLL = (128, 32, 8, 1)  # rows per block
 TILE_ROWS = 32  # rows per vector tile: a [32, 256] fp32 op's two operands and result take 96 KiB of UB
 MAX_TILE_ROWS = 128
-# The group stage's [rows, G, E/G] tile holds at most this many (8-padded) scores: real pypto
-# 0.2.0 fails larger ones on some group widths (MACHINE "#data.valid: Index out of bounds"; 5 of
-# 8 fuzz-found failing routers, e.g. 1440 experts in 8 groups at 8 rows, compile within it).
-GROUP_TILE_ELEMENTS = 8192
+# The group stage's [rows, G, E/G] tile sorts at most this many scores, each group padded to
+# 32: real pypto 0.2.0 fails larger ones on some group widths (MACHINE "#data.valid: Index out
+# of bounds"; e.g. 1440 experts in 8 groups compile at 4 rows, not 8; 384 in 32 at 8, not 16).
+GROUP_SORT_ELEMENTS = 8192
 SCORINGS = ("softmax", "sigmoid")
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -83,16 +84,21 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
     if scoring not in SCORINGS:
         raise ValueError(f"scoring: {scoring!r} is not one of {SCORINGS}")
     dt = getattr(pypto, dtype)
-    sizes = sorted(set(unroll) | {1}, reverse=True)
     group_size = experts // num_groups
     widest = widest_tile_rows(experts, num_groups, top_k)
     if not widest:
         raise ValueError(f"num_groups: {num_groups} groups of {group_size} experts: one token's tiles exceed UB")
+    if num_groups > 1 and group_size % FP32_PER_BLOCK:
+        # groups of a width that is no 32-byte multiple: blocks of one tile (real pypto 0.2.0
+        # fails blocks of several, MACHINE "#data.valid: Index out of bounds": 1644 experts in
+        # 2 groups at 33 tokens compiles in 8-row blocks, not in 32- or 16-row ones)
+        unroll = [min(size, tile_rows, widest) for size in unroll]
+    sizes = sorted(set(unroll) | {1}, reverse=True)
 
     def gate_block(logits, bias, weights_out, ids_out, row, size):
         rows = min(size, tile_rows, widest)
         group_rows = rows
-        while group_rows > 1 and group_rows * num_groups * reduction_tile(group_size) > GROUP_TILE_ELEMENTS:
+        while group_rows > 1 and group_rows * num_groups * sort_width(group_size) > GROUP_SORT_ELEMENTS:
             group_rows //= 2
         pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         tile = pypto.view(logits, [size, experts], [row, 0])
