@@ -87,19 +87,24 @@ def test_matches_fp64_reference(kwargs, dtype):
 
 
 WIDE_ROUTERS = [(33, 1000, 1), (8, 4096, 1), (64, 2048, 1), (130, 4096, 64), (40, 1024, 512)]
+# grouped routers real pypto 0.2.0 failed before the kernel's workarounds (kernel.py): groups of
+# 822 and 12 experts (no 32-byte multiple), 256 groups without a bias
+PYPTO_FAILED_BEFORE = [(33, 1644, 2), (33, 384, 32), (8, 4096, 256)]
 
 
 def _wide_router_call(tokens, experts, groups, backend):
     """(weights, ids, fp64 reference weights, ids) of a router too wide for the default
     32-row tiles."""
     kwargs = ({"top_k": 8} if groups == 1 else
-              {"top_k": 8, "scoring": "sigmoid", "num_groups": groups, "topk_groups": 4, "routed_scaling_factor": 2.5})
+              {"top_k": 8, "scoring": "sigmoid", "num_groups": groups, "topk_groups": min(groups, 4),
+               "routed_scaling_factor": 2.5})
     logits = _logits(tokens, experts, seed=experts + groups)
-    weights, ids = moe_gating_topk(logits, backend=backend, **kwargs)
-    return (weights, ids, *moe_gating_topk_golden(logits, compute_dtype=torch.float64, **kwargs))
+    bias = torch.randn(experts, generator=torch.Generator().manual_seed(groups)) * 0.1 if groups in (2, 32) else None
+    weights, ids = moe_gating_topk(logits, correction_bias=bias, backend=backend, **kwargs)
+    return (weights, ids, *moe_gating_topk_golden(logits, correction_bias=bias, compute_dtype=torch.float64, **kwargs))
 
 
-@pytest.mark.parametrize("tokens, experts, groups", WIDE_ROUTERS)
+@pytest.mark.parametrize("tokens, experts, groups", WIDE_ROUTERS + PYPTO_FAILED_BEFORE)
 def test_wide_routers_at_any_token_count(tokens, experts, groups):
     """Up to 4096 experts at token counts whose default 32-row tiles would not hold them
     (a fuzz found 1000 experts at 32 tokens refused, C-TILE-04): the tiles shrink to what
@@ -112,12 +117,13 @@ def test_wide_routers_at_any_token_count(tokens, experts, groups):
 @pytest.mark.pypto
 def test_wide_routers_on_pypto_sim():
     """Real pypto compiles the narrowed tiles (its topk refuses [16, 1000] and [32, 512]
-    fp32 tiles: OoOSchedule "Global sortOps failed") and computes the same experts."""
+    fp32 tiles: OoOSchedule "Global sortOps failed"), and the grouped routers it failed
+    before the workarounds, and computes the same experts."""
     pytest.importorskip("pypto")
     from ptogym.backends._pypto_worker import stop_workers
 
     try:
-        for tokens, experts, groups in WIDE_ROUTERS[:2] + WIDE_ROUTERS[-1:]:
+        for tokens, experts, groups in WIDE_ROUTERS[:2] + WIDE_ROUTERS[-1:] + PYPTO_FAILED_BEFORE:
             weights, ids, ref_weights, ref_ids = _wide_router_call(tokens, experts, groups, "pypto-sim")
             assert torch.equal(ids, ref_ids), (tokens, experts, groups)
             torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
