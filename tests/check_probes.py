@@ -389,6 +389,17 @@ def topk_bitsort_result_overflow(pypto):
     return _topk_kernel(pypto, 1, 615, 2, k=2, tile=(1, 615, 8))
 
 
+# argsort of [8, 512] fp32 compiles and computes (its [12..24, 512] compile but pypto's cost model
+# has no pipe for their TWOTILEMRGSORT; [32, 512] fails the OoOSchedule pass: docs/fidelity.md)
+@probe("ok", inputs=lambda: [rand(8, 512), zeros(8, 512, dtype=torch.int32)])
+def argsort_sort_fits(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 512], pypto.DT_FP32), ids: pypto.Tensor([8, 512], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(8, 512)
+        ids[:] = pypto.argsort(x, -1, True)
+    return kernel
+
+
 # A reduction along the last axis needs the vector tile's last dim (a lower-rank tensor takes the
 # tile's leading entries; unclamped) * dtype bytes 32-byte aligned (FC1001); along another axis it
 # does not.
