@@ -48,6 +48,16 @@ def widest_tile_rows(experts: int, num_groups: int = 1, top_k: int = 8) -> int:
     return rows
 
 
+def group_tile_rows(rows: int, num_groups: int, group_size: int) -> int:
+    """The group stage's rows: ``rows`` halved until its tile sorts at most
+    GROUP_SORT_ELEMENTS scores (at least one row)."""
+    for _ in range(rows.bit_length()):  # (no while in kernel code: pypto's parser has none)
+        if rows == 1 or rows * num_groups * sort_width(group_size) <= GROUP_SORT_ELEMENTS:
+            break
+        rows //= 2
+    return rows
+
+
 def _tile_rows(shape) -> tuple:
     """Powers of two up to ``widest_tile_rows``."""
     widest = widest_tile_rows(shape["experts"], shape["num_groups"], shape["top_k"])
@@ -97,9 +107,7 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
 
     def gate_block(logits, bias, weights_out, ids_out, row, size):
         rows = min(size, tile_rows, widest)
-        group_rows = rows
-        while group_rows > 1 and group_rows * num_groups * sort_width(group_size) > GROUP_SORT_ELEMENTS:
-            group_rows //= 2
+        group_rows = group_tile_rows(rows, num_groups, group_size)
         pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         tile = pypto.view(logits, [size, experts], [row, 0])
         scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)
