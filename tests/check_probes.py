@@ -389,15 +389,31 @@ def topk_bitsort_result_overflow(pypto):
     return _topk_kernel(pypto, 1, 615, 2, k=2, tile=(1, 615, 8))
 
 
-# argsort of [8, 512] fp32 compiles and computes (its [12..24, 512] compile but pypto's cost model
-# has no pipe for their TWOTILEMRGSORT; [32, 512] fails the OoOSchedule pass: docs/fidelity.md)
-@probe("ok", inputs=lambda: [rand(8, 512), zeros(8, 512, dtype=torch.int32)])
-def argsort_sort_fits(pypto):
+# argsort: the sort's input, pairs and result in UB, no scratch row (16 B an element at n % 32 == 0).
+# [8, 512] fp32 compiles and computes; [24, 512] and [12, 1024] (196,608 B) compile but pypto's cost
+# model has no pipe for their TWOTILEMRGSORT, so they cannot be recorded; [25, 512] and [13, 1024]
+# fail the OoOSchedule pass.
+def _argsort_kernel(pypto, rows, n):
     @pypto.frontend.jit
-    def kernel(x: pypto.Tensor([8, 512], pypto.DT_FP32), ids: pypto.Tensor([8, 512], pypto.DT_INT32)):
-        pypto.set_vec_tile_shapes(8, 512)
+    def kernel(x: pypto.Tensor([rows, n], pypto.DT_FP32), ids: pypto.Tensor([rows, n], pypto.DT_INT32)):
+        pypto.set_vec_tile_shapes(rows, n)
         ids[:] = pypto.argsort(x, -1, True)
     return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 512), zeros(8, 512, dtype=torch.int32)])
+def argsort_sort_fits(pypto):
+    return _argsort_kernel(pypto, 8, 512)
+
+
+@probe("C-TILE-03", inputs=lambda: [rand(25, 512), zeros(25, 512, dtype=torch.int32)])
+def argsort_sort_overflow(pypto):
+    return _argsort_kernel(pypto, 25, 512)
+
+
+@probe("C-TILE-03", inputs=lambda: [rand(13, 1024), zeros(13, 1024, dtype=torch.int32)])
+def argsort_sort_wide_overflow(pypto):
+    return _argsort_kernel(pypto, 13, 1024)
 
 
 # A reduction along the last axis needs the vector tile's last dim (a lower-rank tensor takes the

@@ -1172,6 +1172,20 @@ def run_probe(probe):
     return tensors, advice, error
 
 
+@pytest.mark.parametrize("rows, n", [(24, 512), (12, 1024), (6, 2048)])
+def test_argsort_at_its_sort_buffer_limit_runs(rows, n):
+    """argsort tiles whose sort needs exactly the 196,608 B of UB: real pypto 0.2.0 compiles
+    them (measured 2026-12-04; its cost model then has no pipe for their TWOTILEMRGSORT,
+    F92001, so no recorded outputs), one row more it refuses (probes argsort_sort_*_overflow).
+    The interpreter sorts them as torch does."""
+    from check_probes import _argsort_kernel
+
+    x = torch.randn(rows, n, generator=torch.Generator().manual_seed(n))
+    ids = torch.zeros(rows, n, dtype=torch.int32)
+    _argsort_kernel(pypto, rows, n)(x, ids)
+    assert torch.equal(x.gather(1, ids.long()), x.sort(-1, descending=True).values)
+
+
 def test_every_check_is_backed_by_a_probe():
     probed = {check_id for probe in PROBES.values() for check_id in probe.interp.split(",")} | set(SUITE_EVIDENCE)
     assert set(CHECKS) | set(checks.ADVICE) <= probed, sorted(set(CHECKS) | set(checks.ADVICE) - probed)

@@ -38,18 +38,20 @@ def topk(input: Tensor, k: int, dim=None, largest: bool = True):
     shape = list(input._shape)
     shape[axis] = k
     check_vector_tiles("topk", input)  # the k-wide results are padded to whole blocks by pypto
-    _check_bitsort_buffers(input, k)
+    _check_bitsort_buffers("topk", input, k, scratch_rows=1)
     return wrap(values, input.dtype, shape), wrap(indices.to(torch.int32), DT_INT32, shape)
 
 
-def _check_bitsort_buffers(input: Tensor, k: int) -> None:
-    """C-TILE-03 for topk's sort: pypto sorts each input tile (its rows in whole 32-byte
-    blocks) through a bitsort into (value, index) pairs, [..., 2 * n32] (n32: the tile's
-    last dim rounded up to 32), with a [1, 2 * n32] scratch row and a [..., k] result tile
-    (rows in whole blocks), all in UB at once (probes topk_bitsort_*: [15, 1000] fp32
-    compiles in 191,552 B, [1, 613, 2] in 196,416 B; [32, 512] needs 200,960 B, [30, 520]
-    198,272 B, [1, 615, 2] 197,056 B: refused by the OoOSchedule pass, "Global sortOps
-    failed")."""
+def _check_bitsort_buffers(op: str, input: Tensor, k: int, scratch_rows: int) -> None:
+    """C-TILE-03 for pypto's sorts: each input tile (its rows in whole 32-byte blocks) goes
+    through a bitsort into (value, index) pairs, [..., 2 * n32] (n32: the tile's last dim
+    rounded up to 32), beside ``scratch_rows`` [1, 2 * n32] rows and a [..., k] result tile
+    (rows in whole blocks), all in UB at once.  topk (k, one scratch row; probes
+    topk_bitsort_*): [15, 1000] fp32 compiles in 191,552 B, [1, 613, 2] in 196,416 B;
+    [32, 512] needs 200,960 B, [30, 520] 198,272 B, [1, 615, 2] 197,056 B.  argsort (k = n,
+    no scratch row; probes argsort_sort_*; [24, 512] and [12, 1024], exactly 196,608 B,
+    compile): [25, 512] and [13, 1024] do not.  The refusal is the OoOSchedule pass's
+    "Global sortOps failed"."""
     tile = runtime.current().vec_tile
     if tile is None:
         return  # check_vector_tiles has reported it
@@ -60,12 +62,12 @@ def _check_bitsort_buffers(input: Tensor, k: int) -> None:
     rows, row = math.prod(own[:-1]), -(-own[-1] // block) * block  # a row takes whole 32-byte blocks
     padded = -(-own[-1] // BITSORT_ALIGN) * BITSORT_ALIGN
     result_row = -(-k // block) * block
-    need = nbytes * (rows * row + 2 * rows * padded + 2 * padded + rows * result_row)
+    need = nbytes * (rows * row + 2 * rows * padded + scratch_rows * 2 * padded + rows * result_row)
     if need > platform.profile.ub_bytes:
-        violation("C-TILE-03", f"pypto.topk: its input tile {own}, the bitsort's (value, index) pairs "
-                               f"{[*own[:-1], 2 * padded]}, their scratch row [1, {2 * padded}] and the k = {k} "
-                               f"result {[*own[:-1], k]} ({input.dtype}) "
-                               f"need {need} B of UB > {platform.profile.ub_bytes} B on "
+        scratch = f", {scratch_rows} scratch row(s) [1, {2 * padded}]" if scratch_rows else ""
+        violation("C-TILE-03", f"pypto.{op}: its input tile {own}, the bitsort's (value, index) pairs "
+                               f"{[*own[:-1], 2 * padded]}{scratch} and the result {[*own[:-1], k]} "
+                               f"({input.dtype}) need {need} B of UB > {platform.profile.ub_bytes} B on "
                                f"{platform.profile.npuarch} (vec tile {list(tile)}, shape {list(shape)})")
 
 
@@ -76,6 +78,8 @@ def argsort(input: Tensor, dim=None, descending: bool = False) -> Tensor:
     indices = torch.argsort(input.data, dim=axis, descending=descending)  # ties as pypto orders them
     result = wrap(indices.to(torch.int32), DT_INT32, list(input._shape))
     check_vector_tiles("argsort", input, result)
+    if axis == input.dim() - 1:  # (another axis: its buffers are not measured)
+        _check_bitsort_buffers("argsort", input, input.data.shape[axis], scratch_rows=0)
     return result
 
 
