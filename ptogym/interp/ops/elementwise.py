@@ -242,7 +242,7 @@ def where(condition: Tensor, input, other) -> Tensor:
     data = torch.where(condition.data, *[torch.as_tensor(v, dtype=dtype.torch) if not isinstance(v, torch.Tensor)
                                          else v for v in values]).to(dtype.torch)
     result = wrap(data, dtype, shape)
-    check_vector_tiles("where", condition, result)
+    check_vector_tiles("where", condition, *[x for x in (input, other) if isinstance(x, Tensor)], result)
     return result
 
 
