@@ -467,6 +467,64 @@ for _op, _fits, _over in [("rsqrt", 48, 49), ("reciprocal", 48, 49), ("sigmoid",
     _scratch_probe(_op, _over, "C-TILE-03")
 
 
+# Reductions along the last axis (standalone, through real pypto): sum's input tile, its
+# [rows, 1] result (a 32-byte block a row) and the 64 KB reduction buffer fit UB ([63, 512]
+# fp32 and [31, 1024] compile, [64, 512] does not; [32, 1024] is tile_sum_buffer); amax and
+# amin of [49, 512] compile; prod [48, 512] does not (47 compiles, no pipe in the cost model);
+# cumsum holds two tiles more ([32, 512] compiles, [33, 512] does not).
+def _reduce_kernel(pypto, op, rows, n):
+    if op == "cumsum":
+        @pypto.frontend.jit
+        def scan_kernel(x: pypto.Tensor([rows, n], pypto.DT_FP32), out: pypto.Tensor([rows, n], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(rows, n)
+            out[:] = pypto.cumsum(x, -1)
+        return scan_kernel
+
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([rows, n], pypto.DT_FP32), out: pypto.Tensor([rows, 1], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(rows, n)
+        out[:] = getattr(pypto, op)(x, -1, keepdim=True)
+    return kernel
+
+
+def _reduce_probe(op, rows, verdict, n=512):
+    def build(pypto):
+        return _reduce_kernel(pypto, op, rows, n)
+
+    build.__name__ = f"reduce_{op}_{rows}x{n}"
+    probe(verdict, inputs=lambda: [rand(rows, n).abs() % 1 + 0.5, zeros(rows, n if op == "cumsum" else 1)],
+          atol=1e-4 if verdict == "ok" else 0.0)(build)
+
+
+_reduce_probe("sum", 63, "ok")
+_reduce_probe("sum", 64, "C-TILE-04")
+_reduce_probe("sum", 31, "ok", n=1024)
+_reduce_probe("amax", 49, "ok")
+_reduce_probe("amin", 49, "ok")
+_reduce_probe("prod", 48, "C-TILE-03")
+_reduce_probe("cumsum", 32, "ok")
+_reduce_probe("cumsum", 33, "C-TILE-03")
+
+
+# A binary op's operand broadcast along the last axis ([rows, 1]) takes a full tile in UB:
+# sub of [48, 512] fp32 and [48, 1] compiles (two tiles: exactly UB), of 49 rows does not.
+def _broadcast_probe(rows, verdict):
+    def build(pypto):
+        @pypto.frontend.jit
+        def kernel(x: pypto.Tensor([rows, 512], pypto.DT_FP32), y: pypto.Tensor([rows, 1], pypto.DT_FP32),
+                   out: pypto.Tensor([rows, 512], pypto.DT_FP32)):
+            pypto.set_vec_tile_shapes(rows, 512)
+            out[:] = pypto.sub(x, y)
+        return kernel
+
+    build.__name__ = f"broadcast_last_axis_{rows}_rows"
+    probe(verdict, inputs=lambda: [rand(rows, 512), rand(rows, 1, seed=1), zeros(rows, 512)])(build)
+
+
+_broadcast_probe(48, "ok")
+_broadcast_probe(49, "C-TILE-03")
+
+
 # A reduction along the last axis needs the vector tile's last dim (a lower-rank tensor takes the
 # tile's leading entries; unclamped) * dtype bytes 32-byte aligned (FC1001); along another axis it
 # does not.

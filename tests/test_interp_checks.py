@@ -287,7 +287,7 @@ def sum_kernel(x: pypto.Tensor([32, 1024], F32), out: pypto.Tensor([32, 1], F32)
     out[:] = pypto.sum(x, -1, keepdim=True)  # MARK: tile_sum_buffer
 
 
-@case("C-TILE-04", "pypto.sum input tile [32, 1024] x 4 B = 131072 B > 65536 B")
+@case("C-TILE-04", "pypto.sum input tile [32, 1024] x 4 B = 131072 B, its result rows 1024 B and the 65536 B reduction buffer: 197632 B > 196608 B")
 def tile_sum_buffer():
     sum_kernel(z(32, 1024), z(32, 1))
 

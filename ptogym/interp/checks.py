@@ -55,7 +55,7 @@ CHECKS = {
     "C-LOOP-09": "a loop's step must be non-zero (and not negative below its stop: pypto never finishes either) "
                  "and loop_unroll factors non-zero ints",
     "C-TILE-03": "a vector op's tiles must fit the platform's unified buffer (UB)",
-    "C-TILE-04": "pypto.sum's input tile must fit its reduction buffer",
+    "C-TILE-04": "pypto.sum's input tile, its result rows and its reduction buffer must fit UB",
     "C-TILE-05": "cube tiles need 0 < L0 <= L1 and L1 % L0 == 0 on m, k and n, nL0 and kL0 * dtype bytes 32-byte "
                  "aligned, within L0/L1 capacity",
     "C-TILE-06": "tile/view shapes must be Python ints, and a tile shape must be set before the op",

@@ -22,7 +22,7 @@ class PlatformProfile:
     l0a_bytes: int
     l0b_bytes: int
     l0c_bytes: int
-    sum_buffer_bytes: int  # reduction scratch that pypto.sum's input tile must fit
+    sum_buffer_bytes: int  # reduction scratch pypto.sum holds in UB beside its input tile
     ub_block_bytes: int = 32  # A-TILE-02 alignment unit
     clock_ghz: float = 1.8
     assumed: bool = False

@@ -75,7 +75,7 @@ def check_vector_tiles(op: str, *tensors: Tensor) -> None:
 
 
 def _largest(sizes) -> int:
-    return max(sizes[:-1])
+    return max(sizes[:-1] or sizes)
 
 
 # The UB a vector op's lowering holds beside its operands and result, from the tiles' bytes (the
@@ -92,6 +92,7 @@ SCRATCH = {
     "sign": lambda sizes: _JUST_OVER, "expm1": lambda sizes: _JUST_OVER, "hypot": lambda sizes: _JUST_OVER,
     # tensor ** tensor: two tiles more; where: its result in a buffer of its own and one more condition tile
     "pow": lambda sizes: 2 * _largest(sizes) if len(sizes) == 3 else 0,
+    "prod": lambda sizes: sizes[0] + _JUST_OVER, "cumsum": lambda sizes: 2 * _largest(sizes),
     "where": lambda sizes: (sizes[-1] if sizes[-1] <= _largest(sizes) else 0) + sizes[0] if len(sizes) == 4 else 0,
 }
 
@@ -124,10 +125,17 @@ def _check_tiles(op: str, tensors, shapes) -> None:
                                 f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
                                 f"tensor {list(shape)})")
         sizes.append(math.prod(effective_vec_tile(tile, shape)) * nbytes)
+    if len(tensors) == 3 and len(shapes[-1]) and shapes[-1][-1] > 1:
+        # an operand broadcast along the last axis ([rows, 1]) takes a full tile of the result's
+        # (probes broadcast_last_axis_*: sub of [48, 512] and [48, 1] fp32 compiles, 49 rows do not)
+        full = math.prod(effective_vec_tile(tile, shapes[-1]))
+        for i in range(2):
+            if len(shapes[i]) == len(shapes[-1]) and shapes[i][-1] == 1 and i < len(sizes):
+                sizes[i] = builtins.max(sizes[i], full * tensors[i].dtype.nbytes)
     # the result (last) reuses an operand's buffer when it is no larger (measured: exp of two 98 KB tiles
     # compiles in 192 KB, probe tile_ub_one_row_over; add of three 128 KB tiles does not, tile_ub_overflow)
     total = sum(sizes) - (sizes[-1] if len(sizes) > 1 and sizes[-1] <= max(sizes[:-1]) else 0)
-    scratch = SCRATCH[op](sizes) if op in SCRATCH and len(sizes) > 1 else 0
+    scratch = SCRATCH[op](sizes) if op in SCRATCH else 0
     if total + scratch > platform.profile.ub_bytes:
         valid = False
         extra = f" and {scratch} B of the op's own scratch: {total + scratch} B" if scratch else ""

@@ -46,11 +46,16 @@ def sum(input: Tensor, dim: int, keepdim: bool = False) -> Tensor:
         advise("A-SUM-01", f"pypto.sum on {input.dtype} {list(_static(input))}; cast to DT_FP32 first")
     tile = runtime.current().vec_tile
     if tile is not None and len(tile) == input.dim():
+        # the input tile, the result's rows (a 32-byte block each) and the reduction buffer, all in UB
+        # (probes tile_sum_buffer, reduce_sum_*: [63, 512] fp32 compiles, [64, 512] does not)
         effective = effective_vec_tile(tile, input._shape)
         nbytes = math.prod(effective) * input.dtype.nbytes
-        if nbytes > platform.profile.sum_buffer_bytes:
-            violation("C-TILE-04", f"pypto.sum input tile {effective} x {input.dtype.nbytes} B = {nbytes} B > "
-                                   f"{platform.profile.sum_buffer_bytes} B reduction buffer")
+        result_rows = math.prod(effective[:-1]) * platform.profile.ub_block_bytes
+        need = nbytes + result_rows + platform.profile.sum_buffer_bytes
+        if need > platform.profile.ub_bytes:
+            violation("C-TILE-04", f"pypto.sum input tile {effective} x {input.dtype.nbytes} B = {nbytes} B, its "
+                                   f"result rows {result_rows} B and the {platform.profile.sum_buffer_bytes} B "
+                                   f"reduction buffer: {need} B > {platform.profile.ub_bytes} B of UB")
     return _reduce("sum", lambda d, a, k: torch.sum(d, a, keepdim=k), input, dim, keepdim)
 
 
