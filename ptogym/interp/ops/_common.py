@@ -125,12 +125,12 @@ def _check_tiles(op: str, tensors, shapes) -> None:
                                 f"is not a multiple of {platform.profile.ub_block_bytes} B (tile {list(tile)}, "
                                 f"tensor {list(shape)})")
         sizes.append(math.prod(effective_vec_tile(tile, shape)) * nbytes)
-    if len(tensors) == 3 and len(shapes[-1]) and shapes[-1][-1] > 1:
+    if len(sizes) == 3 and len(shapes[-1]) and shapes[-1][-1] > 1:
         # an operand broadcast along the last axis ([rows, 1]) takes a full tile of the result's
         # (probes broadcast_last_axis_*: sub of [48, 512] and [48, 1] fp32 compiles, 49 rows do not)
         full = math.prod(effective_vec_tile(tile, shapes[-1]))
-        for i in range(2):
-            if len(shapes[i]) == len(shapes[-1]) and shapes[i][-1] == 1 and i < len(sizes):
+        for i in (0, 1):
+            if len(shapes[i]) == len(shapes[-1]) and shapes[i][-1] == 1:
                 sizes[i] = builtins.max(sizes[i], full * tensors[i].dtype.nbytes)
     # the result (last) reuses an operand's buffer when it is no larger (measured: exp of two 98 KB tiles
     # compiles in 192 KB, probe tile_ub_one_row_over; add of three 128 KB tiles does not, tile_ub_overflow)

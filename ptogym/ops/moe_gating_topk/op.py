@@ -116,7 +116,8 @@ def launch(router_logits, top_k, scoring="softmax", num_groups=1, topk_groups=1,
     static = {"experts": experts, "top_k": top_k, "dtype": LOGIT_DTYPES[router_logits.dtype], "scoring": scoring,
               "num_groups": num_groups, "topk_groups": topk_groups, "has_bias": correction_bias is not None,
               "renormalize": renormalize, "scaling": float(routed_scaling_factor),
-              **tuned_params(kernel, tokens=tokens, experts=experts, num_groups=num_groups, top_k=top_k), **kernel.VARIANTS.get(variant, {})}
+              **tuned_params(kernel, tokens=tokens, experts=experts, num_groups=num_groups, top_k=top_k),
+              **kernel.VARIANTS.get(variant, {})}
     tensors, scalars = [router_logits, weights, ids], {}
     if correction_bias is not None:  # the only case that reads it: the kernel takes None otherwise
         tensors.append(correction_bias.to(torch.float32).view(1, experts))
