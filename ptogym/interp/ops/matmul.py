@@ -197,7 +197,8 @@ def _int8_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     |total| < K * 2**14 < 2**31 for the K < 65535 pypto allows (C-API-06): no wrap occurs,
     so both give the same integers."""
     if _INT_MM and a.dim() == 2 and b.dim() == 2:
-        return torch._int_mm(a.contiguous(), b)
+        # a weight's [K, N] image kept contiguous: _int_mm on a transposed view takes 1.6x as long (64 x 4096 x 512)
+        return torch._int_mm(a.contiguous(), b if b.is_contiguous() else derived(b, "contiguous", torch.Tensor.contiguous))
     a32, b32 = converted(a, torch.float32), converted(b, torch.float32)
     acc = None
     for start, stop in _exact_k_blocks(a32, b):
