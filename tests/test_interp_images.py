@@ -2,11 +2,15 @@
 (or contiguous) form is made once and reused while nothing writes the tensor; a write,
 another view or a dropped tensor never lets a stale image through."""
 import gc
+import importlib
 
+import pytest
 import torch
 
 import ptogym.interp as pypto
 from ptogym.interp import images
+
+matmul_ops = importlib.import_module("ptogym.interp.ops.matmul")  # the package exports a function of that name
 from tests.interp_helpers import run_op
 
 BIG = (256, 512)  # above images.MIN_ELEMENTS: kept
@@ -50,9 +54,12 @@ def test_small_tensors_and_dropped_roots_keep_nothing():
     assert images._bytes == 0 and not images._images
 
 
-def test_int8_matmul_on_a_transposed_weight_follows_writes_between_calls():
-    """The int8 GEMM multiplies a contiguous image of a transposed weight view: the same
-    integers as the exact int64 product, and the new ones after the weight is written."""
+@pytest.mark.parametrize("contiguous_faster", [None, True, False], ids=["first-call", "image", "view"])
+def test_int8_matmul_on_a_transposed_weight_follows_writes_between_calls(contiguous_faster):
+    """The int8 GEMM multiplies a transposed weight view as given or through its kept
+    contiguous image (whichever ran faster for those sizes; None: not timed yet): the same
+    integers as the exact int64 product either way, and the new ones after the weight is
+    written."""
     images.clear()
     gen = torch.Generator().manual_seed(5)
     x = torch.randint(-128, 128, (32, 512), generator=gen, dtype=torch.int8)
@@ -62,7 +69,12 @@ def test_int8_matmul_on_a_transposed_weight_follows_writes_between_calls():
         return run_op(lambda a, b: pypto.matmul(a, b, pypto.DT_INT32, b_trans=True), [x, w], ((32, 256), torch.int32),
                       tile=None, cube=([32, 32], [64, 64], [64, 64]))
 
+    sizes = (32, 512, 256)
+    matmul_ops._CONTIGUOUS_FASTER.pop(sizes, None)
+    if contiguous_faster is not None:
+        matmul_ops._CONTIGUOUS_FASTER[sizes] = contiguous_faster
     assert torch.equal(product(), (x.long() @ w.long().t()).int())
-    assert images._images, "the transposed weight's contiguous image was not kept"
+    assert sizes in matmul_ops._CONTIGUOUS_FASTER
+    assert bool(images._images) == (contiguous_faster is not False)  # the image kept only where it may be used
     w[:, :7] = 127
     assert torch.equal(product(), (x.long() @ w.long().t()).int())
