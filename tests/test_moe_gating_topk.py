@@ -131,6 +131,67 @@ def test_wide_routers_on_pypto_sim():
         stop_workers()
 
 
+# (tokens, experts, groups, topk_groups): DeepSeek-V3's shape, groups of 39 experts (no 32-byte
+# multiple), 103 groups (more than a 40-wide tile of a group's scores), 10 groups of 8
+GROUP_LAYOUTS = [(1, 256, 8, 4), (3, 256, 8, 4), (1, 312, 8, 3), (5, 390, 10, 3), (1, 4017, 103, 18), (3, 80, 10, 3)]
+
+
+def _grouped_call(tokens, experts, groups, topk_groups, flat_groups, backend):
+    from ptogym.ops.moe_gating_topk import kernel
+    from ptogym.tune.table import override
+
+    logits = _logits(tokens, experts, seed=experts + tokens)
+    bias = torch.randn(experts, generator=torch.Generator().manual_seed(groups)) * 0.1
+    kwargs = {"top_k": 8, "scoring": "sigmoid", "num_groups": groups, "topk_groups": topk_groups,
+              "correction_bias": bias, "routed_scaling_factor": 2.5}
+    with override(kernel, {"flat_groups": flat_groups}):
+        weights, ids = moe_gating_topk(logits, backend=backend, **kwargs)
+    return weights, ids, moe_gating_topk_golden(logits, compute_dtype=torch.float64, **kwargs)
+
+
+@pytest.mark.parametrize("tokens, experts, groups, topk_groups", GROUP_LAYOUTS)
+def test_both_group_stage_layouts_give_the_same_bits(tokens, experts, groups, topk_groups):
+    """The group stage on [rows * G, E / G] tiles with transposes (flat, the one-token
+    band's) and on [rows, G, E / G] tiles (upstream's) compute the same operations on the
+    same values: the same bits, and the fp64 reference's experts."""
+    flat_weights, flat_ids, (ref_weights, ref_ids) = _grouped_call(tokens, experts, groups, topk_groups, True, "interp")
+    weights, ids, _ = _grouped_call(tokens, experts, groups, topk_groups, False, "interp")
+    assert torch.equal(flat_ids, ids) and torch.equal(flat_weights, weights)
+    assert torch.equal(ids, ref_ids)
+    torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
+
+
+def test_the_one_token_band_runs_the_flat_group_stage():
+    """At one token the tuned table takes the flat layout (DeepSeek-V3's router under the
+    cost model: 2.1 us against 4.0 in upstream's, which moves the [1, G, 1] group sums and
+    penalties through GM); from two tokens on the [rows, G, E / G] one (flat: 24.5 us at
+    16 tokens against 4.6)."""
+    from ptogym.ops.moe_gating_topk import kernel
+    from ptogym.tune.table import tuned_params
+
+    shape = {"experts": 256, "num_groups": 8, "top_k": 8}
+    assert tuned_params(kernel, tokens=1, **shape)["flat_groups"] is True
+    assert tuned_params(kernel, tokens=2, **shape)["flat_groups"] is False
+    assert kernel.VARIANTS["upstream"]["flat_groups"] is False
+
+
+@pytest.mark.pypto
+def test_both_group_stage_layouts_on_pypto_sim():
+    """Real pypto compiles both layouts and computes the reference's experts with them."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    try:
+        for tokens, experts, groups, topk_groups in GROUP_LAYOUTS[:3] + GROUP_LAYOUTS[4:5]:
+            for flat_groups in (True, False):
+                weights, ids, (ref_weights, ref_ids) = _grouped_call(tokens, experts, groups, topk_groups, flat_groups,
+                                                                    "pypto-sim")
+                assert torch.equal(ids, ref_ids), (tokens, experts, groups, flat_groups)
+                torch.testing.assert_close(weights.double(), ref_weights, rtol=1e-6, atol=1e-8)
+    finally:
+        stop_workers()
+
+
 def test_widest_tile_rows_fits_the_sort():
     """The row counts the kernel picks: powers of two whose topk sort fits UB and whose
     double does not (the probes' byte counts: 1000 experts 8 rows, 4096 experts 2)."""

@@ -6,8 +6,8 @@ the choice, drop all but the best groups, take the top k, gather the unbiased
 scores and renormalise / scale them (``ptogym.atoms.gating``).  Vector tiles hold
 whole rows of E experts (a row's top k needs all of them in one tile).  No torch here.
 """
-from ptogym.atoms.gating import (FP32_PER_BLOCK, drop_groups, group_scores, reduction_tile, router_scores, sort_width,
-                                 topk_ub_bytes, topk_weights)
+from ptogym.atoms.gating import (FP32_PER_BLOCK, drop_groups, group_penalties, group_scores, reduction_tile,
+                                 router_scores, sort_width, topk_ub_bytes, topk_weights)
 from ptogym.atoms.signature import optional_input
 from ptogym.ops.inplace_add_rms_norm.kernel import UB_BYTES, vec_tile_rows
 from ptogym.tune.space import Param, Tuning, token_band
@@ -23,8 +23,9 @@ SCORINGS = ("softmax", "sigmoid")
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
 VARIANTS = {
-    # upstream's GLM-4.5 select_experts: one token per loop iteration
-    "upstream": {"unroll": (1,), "tile_rows": 1},
+    # upstream's GLM-4.5 select_experts: one token per loop iteration, the group stage on
+    # [rows, G, E / G] tiles (flat_groups=False, as models/glm_v4_5/glm_select_experts.py)
+    "upstream": {"unroll": (1,), "tile_rows": 1, "flat_groups": False},
 }
 
 
@@ -78,6 +79,7 @@ TUNING = Tuning(
     params={
         "unroll": Param((UNROLL, (256, 64, 16, 4, 1), (64, 16, 4, 1), (32, 8, 1), (16, 4, 1), (8, 1), (1,))),
         "tile_rows": Param(_tile_rows),
+        "flat_groups": Param((True, False)),
     },
     band=_bands,
     plain=VARIANTS["upstream"],
@@ -86,11 +88,12 @@ TUNING = Tuning(
 
 def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softmax", num_groups: int = 1,
           topk_groups: int = 1, has_bias: bool = False, renormalize: bool = True, scaling: float = 1.0,
-          unroll=UNROLL, tile_rows=TILE_ROWS):
+          unroll=UNROLL, tile_rows=TILE_ROWS, flat_groups=False):
     """Kernel(logits, weights, ids, bias): logits [rows, experts] of ``dtype``; weights
     [rows, top_k] fp32 and ids [rows, top_k] int32 written; bias [1, experts] fp32 when
     has_bias (the only case that reads it), else None.  ``tile_rows`` is capped at
-    ``widest_tile_rows`` (the default's 32 rows of 1000 experts would not fit)."""
+    ``widest_tile_rows`` (the default's 32 rows of 1000 experts would not fit);
+    ``flat_groups``: the group stage's layout (``atoms.gating.group_scores``)."""
     if scoring not in SCORINGS:
         raise ValueError(f"scoring: {scoring!r} is not one of {SCORINGS}")
     dt = getattr(pypto, dtype)
@@ -113,8 +116,16 @@ def build(pypto, *, experts: int, top_k: int, dtype: str, scoring: str = "softma
         scores = router_scores(pypto, tile if dtype == "DT_FP32" else pypto.cast(tile, pypto.DT_FP32), scoring)
         choice = pypto.add(scores, bias) if has_bias else scores
         if num_groups > 1:
-            pypto.set_vec_tile_shapes(group_rows, num_groups, reduction_tile(group_size))
-            choice = drop_groups(pypto, choice, group_scores(pypto, choice, num_groups), topk_groups)
+            if flat_groups:  # the [rows * G, E / G] ops' tile, then the [rows, G] ones'
+                pypto.set_vec_tile_shapes(group_rows * num_groups, reduction_tile(group_size))
+                scores_of_groups = group_scores(pypto, choice, num_groups)
+                pypto.set_vec_tile_shapes(group_rows, reduction_tile(num_groups))
+                penalties = group_penalties(pypto, scores_of_groups, topk_groups)
+                pypto.set_vec_tile_shapes(group_rows * num_groups, reduction_tile(group_size))
+            else:
+                pypto.set_vec_tile_shapes(group_rows, num_groups, reduction_tile(group_size))
+                penalties = group_penalties(pypto, group_scores(pypto, choice, num_groups, False), topk_groups)
+            choice = drop_groups(pypto, choice, penalties, flat_groups)
             pypto.set_vec_tile_shapes(rows, reduction_tile(experts))
         _, ids = pypto.topk(choice, top_k, -1, True)
         # Without a bias the kept experts' choice scores are their scores bit for bit (+0):
