@@ -62,7 +62,7 @@ def summary(patterns) -> int:
         group = {"gen": "generated", "area": "areas"}.get(name.split("_", 1)[0], "corpus")
         if name in KNOWN:
             kind = "known difference"
-        elif harness.compare(mine, recorded, spec, BOUNDS.get(name)):
+        elif harness.compare(mine, recorded, BOUNDS.get(name)):
             kind = "UNEXPLAINED difference"
         elif not recorded.accepted:
             kind = "both reject"

@@ -536,9 +536,9 @@ def test_matmul_random_against_fp64(dtype, trans):
 
 
 def test_matmul_bf16_out_accumulates_in_fp32_at_long_k():
-    """bf16 x bf16 -> bf16 (the interpreter's bf16 GEMM where the CPU has one): one
-    rounding of an fp32 sum even over K = 4096, within 1 ulp of the exact product
-    rounded once (a bf16 accumulator would be off by many)."""
+    """bf16 x bf16 -> bf16: one rounding of an fp32 sum even over K = 4096 (in steps of the
+    cube tile's L1 k), within 1 ulp of the exact product rounded once (a bf16 accumulator
+    would be off by many)."""
     a = rand(torch.bfloat16, (8, 4096), seed=36, low=-1, high=1)
     b = rand(torch.bfloat16, (4096, 64), seed=37, low=-1, high=1)
     dist = ulp_distance(mm(a, b, torch.bfloat16), torch.matmul(a.double(), b.double()).to(torch.bfloat16))

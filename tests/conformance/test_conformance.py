@@ -43,7 +43,7 @@ def test_interp_agrees_with_recorded_pypto(name, interp):
     assert fixture["spec"] == spec and fixture["inputs_sha1"] == harness.inputs_digest(spec), (
         f"fixture of {name} is stale: run scripts/record_conformance.py --only {name}")
     recorded = harness.Outcome.from_json(fixture["pypto"])
-    difference = harness.compare(harness.run(interp, spec), recorded, spec, BOUNDS.get(name))
+    difference = harness.compare(harness.run(interp, spec), recorded, BOUNDS.get(name))
     assert not difference, f"{name}: {difference}"
 
 
@@ -66,9 +66,9 @@ def test_comparison_is_bitwise_and_nan_aware():
     b = a.clone()
     b[2] = torch.nextafter(b[2], torch.tensor(2.0))  # one ulp
     assert "1 of 3" in harness.compare(harness.Outcome(True, [a]), harness.Outcome(True, [b]))
-    assert harness.compare(harness.Outcome(True, [a]), harness.Outcome(True, [b]), {}, {"ulp": 1}) == ""
+    assert harness.compare(harness.Outcome(True, [a]), harness.Outcome(True, [b]), {"ulp": 1}) == ""
     b[0] = float("inf")  # non-finite positions must match whatever the bound
-    assert harness.compare(harness.Outcome(True, [a]), harness.Outcome(True, [b]), {}, {"ulp": 1e9}) != ""
+    assert harness.compare(harness.Outcome(True, [a]), harness.Outcome(True, [b]), {"ulp": 1e9}) != ""
     assert harness.compare(harness.Outcome(False, error="x"), harness.Outcome(True, [a])).startswith("false positive")
     encoded = harness.encode_tensor(a.to(torch.bfloat16))
     assert harness.bitwise_equal(harness.decode_tensor(encoded), a.to(torch.bfloat16))
@@ -135,4 +135,4 @@ def test_live_pypto_agrees_with_fixture_and_interp(name, interp):
     live = harness.run(Backend(), spec)
     recorded = harness.Outcome.from_json(harness.load_fixture(name)["pypto"])
     assert harness.compare(live, recorded) == "", "real pypto no longer gives the recorded outcome"
-    assert harness.compare(harness.run(interp, spec), live, spec, BOUNDS.get(name)) == ""
+    assert harness.compare(harness.run(interp, spec), live, BOUNDS.get(name)) == ""

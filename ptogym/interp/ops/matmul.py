@@ -18,7 +18,6 @@ from ..tensor import Tensor, note_operand, wrap
 
 # Operand dtype -> the out dtypes pypto 0.2.0 compiles and computes (recorded for every pair:
 # fixtures/result_dtypes_compiled_pypto.json; int32/int64 operands fail its passes).
-_BF16_GEMM = torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 _ANY_OUT = ("DT_FP32", "DT_FP16", "DT_BF16", "DT_INT32")
 _MATMUL_OUT = {
     "DT_FP16": _ANY_OUT, "DT_BF16": _ANY_OUT, "DT_FP32": _ANY_OUT, "DT_INT16": _ANY_OUT,
@@ -105,7 +104,8 @@ _EXTEND_KEYS = ("bias_tensor", "scale", "scale_tensor", "relu_type", "trans_mode
 
 def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b_trans=False,
            c_matrix_nz=False, extend_params=None) -> Tensor:
-    """Cube matmul: fp16/bf16/fp32 accumulate in fp32 and round once to out_dtype;
+    """Cube matmul: fp16/bf16/fp32 accumulate in fp32 (over K in steps of the cube tile's
+    L1 k, as pypto's calculator sums: ``_fp32_product``) and round once to out_dtype;
     int8 x int8 accumulates in int32 (wrapping; with K < 65535 it cannot overflow) and
     converts to out_dtype.  ``extend_params`` (2-D only): ``trans_mode`` rounds fp32
     inputs to TF32 first (the device does; pypto's CPU interpreter ignores it); then
@@ -130,12 +130,36 @@ def matmul(input: Tensor, mat2: Tensor, out_dtype: DataType, *, a_trans=False, b
         a, b = _to_tf32(a, mode), _to_tf32(b, mode)
     if input.dtype.name == "DT_INT8":
         acc = _int8_matmul(a, b)
-    elif _BF16_GEMM and input.dtype.name == out_dtype.name == "DT_BF16" and not extend:
-        acc = torch.matmul(a, b)  # oneDNN's bf16 GEMM: fp32 accumulation, one rounding (2x the fp32 GEMM here)
     else:
-        acc = torch.matmul(converted(a, torch.float32), converted(b, torch.float32))
+        acc = _fp32_product(a, b, _k_step(input))
     acc = _apply_extend(acc, extend)
     return wrap(acc.to(out_dtype.torch), out_dtype, _static_mm_shape(input, mat2, a_trans, b_trans))
+
+
+def _k_step(input: Tensor) -> int:
+    """The K extent of one accumulation step of pypto's calculator: the cube tile's L1 k
+    (measured bit for bit, probes ``matmul_k_steps*``), or 0 - all of K at once - where
+    that equals the last dim of the first operand as stored: the calculator compares its
+    step with that dim (calc_torch.cpp ``MatMul``), which with ``a_trans`` is M, not K
+    (probe ``matmul_k_steps_a_trans_equal_m``; conformance ``matmul_a_trans_fp16``)."""
+    cube = runtime.current().cube_tile
+    step = cube[1][1] if cube is not None else 0
+    return 0 if step == input.data.shape[-1] else step
+
+
+def _fp32_product(a: torch.Tensor, b: torch.Tensor, k_step: int) -> torch.Tensor:
+    """a @ b as pypto 0.2.0's CPU calculator computes a float matmul: the operands in fp32,
+    the product of each K chunk of ``k_step`` (0: all of K) a torch fp32 matmul, the chunks
+    added in order onto +0 (calc_torch.cpp MatMul / MatmulMultiDataLoad: ``out.zero_()``
+    then ``out.add_(matmul(chunk))``), so -0 products come out +0."""
+    a32, b32 = converted(a, torch.float32), converted(b, torch.float32)
+    k = a32.shape[-1]
+    step = k_step if 0 < k_step < k else k
+    acc = None
+    for start in range(0, k, step):
+        part = torch.matmul(a32[..., start:start + step], b32[..., start:start + step, :])
+        acc = part.add_(0.0) if acc is None else acc.add_(part)
+    return acc if acc is not None else torch.matmul(a32, b32)
 
 
 def _per_channel_scales(scale_tensor: Tensor, n: int) -> torch.Tensor:
