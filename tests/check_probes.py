@@ -1198,29 +1198,30 @@ def matmul_k_steps_negative_zero(pypto):
     return kernel
 
 
+def _a_trans_kernel(pypto, k, m):
+    """bf16 [k, m] (transposed: [m, k]) x [k, 32] -> fp32 under the k tile [32, 32]."""
+    @pypto.frontend.jit
+    def kernel(a: pypto.Tensor([k, m], pypto.DT_BF16), b: pypto.Tensor([k, 32], pypto.DT_BF16),
+               out: pypto.Tensor([m, 32], pypto.DT_FP32)):
+        assert k and m  # pypto resolves annotation names among the body's free variables
+        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
+        out[:] = pypto.matmul(a, b, pypto.DT_FP32, a_trans=True)
+    return kernel
+
+
 @probe("ok", inputs=lambda: [rand(192, 32, dtype=torch.bfloat16, seed=1), rand(192, 32, dtype=torch.bfloat16, seed=2),
                              zeros(32, 32)])
 def matmul_k_steps_a_trans_equal_m(pypto):
     """With a_trans the calculator compares its K step with A's stored last dim, M: at L1 k
     = M = 32 it multiplies all 192 of K at once."""
-    @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([192, 32], pypto.DT_BF16), b: pypto.Tensor([192, 32], pypto.DT_BF16),
-               out: pypto.Tensor([32, 32], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
-        out[:] = pypto.matmul(a, b, pypto.DT_FP32, a_trans=True)
-    return kernel
+    return _a_trans_kernel(pypto, 192, 32)
 
 
 @probe("ok", inputs=lambda: [rand(256, 48, dtype=torch.bfloat16, seed=1), rand(256, 32, dtype=torch.bfloat16, seed=2),
                              zeros(48, 32)])
 def matmul_k_steps_a_trans(pypto):
     """a_trans with L1 k 32 != M 48: steps of 32 along K."""
-    @pypto.frontend.jit
-    def kernel(a: pypto.Tensor([256, 48], pypto.DT_BF16), b: pypto.Tensor([256, 32], pypto.DT_BF16),
-               out: pypto.Tensor([48, 32], pypto.DT_FP32)):
-        pypto.set_cube_tile_shapes([16, 16], [32, 32], [32, 32])
-        out[:] = pypto.matmul(a, b, pypto.DT_FP32, a_trans=True)
-    return kernel
+    return _a_trans_kernel(pypto, 256, 48)
 
 
 @probe("ok", inputs=_mm_inputs(batch=(2, 2)))
