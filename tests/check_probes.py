@@ -1142,6 +1142,47 @@ def api_matmul_inner(pypto):
     return kernel
 
 
+# --- pypto.full's fill value ---------------------------------------------------------------------------
+def _full_kernel(pypto, dtype_name, values):
+    """One [1, 16] output per fill value, each ``pypto.full`` of that value in ``dtype_name``."""
+    dtype = getattr(pypto, dtype_name)
+    count = len(values)
+
+    @pypto.frontend.jit
+    def kernel(out: pypto.Tensor([count, 16], dtype)):
+        assert dtype and count  # pypto resolves annotation names among the body's free variables
+        pypto.set_vec_tile_shapes(1, 16)
+        for i in range(count):
+            out[i:i + 1, :] = pypto.full([1, 16], values[i], dtype)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [zeros(5, 16)])
+def full_fp32_clamped(pypto):
+    """fp32 fills are clamped to +-FP32_MAX (the infinities too), NaN kept: as scalar operands."""
+    return _full_kernel(pypto, "DT_FP32", [float("-inf"), float("inf"), 1e39, float("nan"), 1e-46])
+
+
+@probe("ok", inputs=lambda: [zeros(4, 16, dtype=torch.float16)])
+def full_fp16_keeps_infinities(pypto):
+    return _full_kernel(pypto, "DT_FP16", [float("-inf"), float("inf"), float("nan"), 65504.0])
+
+
+@probe("ok", inputs=lambda: [zeros(3, 16, dtype=torch.bfloat16)])
+def full_bf16_rounds(pypto):
+    return _full_kernel(pypto, "DT_BF16", [float("inf"), 70000.0, 65504.0])
+
+
+@probe("C-API-06", inputs=lambda: [zeros(1, 16, dtype=torch.float16)])
+def full_fp16_overflow(pypto):
+    return _full_kernel(pypto, "DT_FP16", [70000.0])
+
+
+@probe("C-API-06", inputs=lambda: [zeros(1, 16, dtype=torch.bfloat16)])
+def full_bf16_overflow(pypto):
+    return _full_kernel(pypto, "DT_BF16", [3.4e38])
+
+
 # --- matmul forms ------------------------------------------------------------------------------------
 @probe("ok", inputs=_mm_inputs())
 def matmul_2d(pypto):

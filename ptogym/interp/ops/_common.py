@@ -275,6 +275,12 @@ def _leading_ones(t: Tensor, rank: int) -> Tensor:
 _FP32_MAX = 3.4028234663852886e38
 
 
+def fp32_scalar(value: float) -> float:
+    """A Python float as pypto takes it into fp32: clamped to +-FP32_MAX (infinities too; NaN
+    stays NaN), measured for scalar operands and ``pypto.full`` (probes ``full_fp32_*``)."""
+    return builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, value)) if value == value else value
+
+
 def _binary(op: str, fn, input, other, *, result_dtype=None, mixed=None):
     """``fn`` over two operands (tensor-tensor with broadcasting, or tensor-scalar).  Operands of
     two dtypes are refused (C-API-01) unless pypto computes them: ``mixed(input_dtype,
@@ -316,7 +322,7 @@ def _binary(op: str, fn, input, other, *, result_dtype=None, mixed=None):
             violation("C-API-06", f"pypto.{op}: {other!r} as the scalar operand; pass a Python number")
         scalar = _scalar(other)
         if input.dtype.name == "DT_FP32" and isinstance(scalar, float):  # pypto clamps it (measured)
-            scalar = builtins.max(-_FP32_MAX, builtins.min(_FP32_MAX, scalar))
+            scalar = fp32_scalar(scalar)
         if isinstance(scalar, float) and input.dtype.is_int and not (result_dtype or input.dtype).is_float:
             scalar = int(scalar)  # into the integer tensor's dtype first (recorded: x * 2.5 = x * 2, x < 2.5 = x < 2)
         result = wrap(fn(input.data, scalar), result_dtype or input.dtype, list(input._shape))

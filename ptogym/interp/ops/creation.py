@@ -8,14 +8,22 @@ from ..checks import violation
 from ..dtypes import DT_FP32, DT_INT32, DataType
 from ..symbolic import value_of
 from ..tensor import Tensor, _default_device, wrap
-from ._common import Element, _scalar
+from ._common import Element, _scalar, fp32_scalar
 
 
 def full(size, fill_value, dtype: DataType, *, valid_shape=None) -> Tensor:
     if isinstance(fill_value, Element) and fill_value.dtype is not dtype:
         violation("C-API-06", f"pypto.full: fill_value is an Element of {fill_value.dtype}, dtype is {dtype}")
     extent = [value_of(v) for v in (valid_shape or size)]
-    data = torch.full(extent, _scalar(fill_value), dtype=dtype.torch, device=_default_device())
+    value = _scalar(fill_value)
+    if dtype.name == "DT_FP32" and isinstance(value, float):
+        value = fp32_scalar(value)
+    try:
+        data = torch.full(extent, value, dtype=dtype.torch, device=_default_device())
+    except RuntimeError:  # a finite value beyond the dtype's range; pypto refuses it too
+        violation("C-API-06", f"pypto.full: fill value {value!r} overflows {dtype} (pypto 0.2.0 refuses it: "
+                              f"VEC_DUPOpError; probes full_fp16_overflow, full_bf16_overflow)")
+        data = torch.full(extent, value, dtype=torch.float64, device=_default_device()).to(dtype.torch)  # lenient: inf
     return wrap(data, dtype, list(size))
 
 

@@ -287,10 +287,12 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
         write_rows(out, lse, b, h, q0, *finish(pypto, *state))
 
     def unseen_block(out, lse, b, h, q0, rows):
-        """Rows [q0, q0 + rows) that see no key: out = 0, lse = -inf."""
+        """Rows [q0, q0 + rows) that see no key: out = 0, lse = -inf = log(0) (pypto clamps
+        an fp32 fill of -inf to -FP32_MAX: probe full_fp32_clamped)."""
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         pypto.assemble(pypto.full([rows, head_dim], 0.0, dt), [b * q_len + q0, h * head_dim], out)
-        pypto.assemble(pypto.full([rows, 1], float("-inf"), fp32), [(b * heads + h) * q_len + q0, 0], lse)
+        empty_sum = pypto.full([rows, 1], 0.0, fp32)
+        pypto.assemble(pypto.log(empty_sum), [(b * heads + h) * q_len + q0, 0], lse)
 
     def in_blocks(first, count, name, visit):
         """visit(q0, rows) for rows [first, first + count): whole q blocks in a loop, then
