@@ -4,7 +4,8 @@ pypto's steps, fills, casts, reductions and sorts as pypto computes them.  A dif
 here is a fidelity bug of the interpreter (or a new pypto), never noise: no tolerance.
 Levels whose tensors hold more than ``MAX_ELEMENTS`` (pypto's interpreter needs GBs for
 large ones; the default run stays under 4 GB), and fp8 levels pypto 0.2.0 traces only for
-another chip, are skipped with pypto-sim's reason."""
+another chip, are skipped with pypto-sim's reason; every non-slow level runs under
+``-m slow`` (up to ``MAX_ELEMENTS_SLOW``)."""
 import pytest
 
 from interp_helpers import assert_same
@@ -16,9 +17,17 @@ from ptogym.verify.runner import make_case_inputs
 
 pytestmark = pytest.mark.pypto
 MAX_ELEMENTS = 1 << 20
+MAX_ELEMENTS_SLOW = 1 << 24  # every non-slow level (slow: ~2 minutes, ~6 GB for pypto's interpreter)
 SPECS = {spec.name: spec for spec in all_ops()}
-LEVELS = [(name, case.id) for name in sorted(SPECS) for case in load_cases(SPECS[name].cases_path, SPECS[name])
-          if case.is_quick]
+
+
+def _levels(keep) -> list:
+    return [(name, case.id) for name in sorted(SPECS) for case in load_cases(SPECS[name].cases_path, SPECS[name])
+            if keep(case)]
+
+
+QUICK = _levels(lambda case: case.is_quick)
+EVERY = _levels(lambda case: not case.is_slow)
 
 
 @pytest.fixture(scope="module")
@@ -27,14 +36,26 @@ def pypto_sim():
     from ptogym.backends._pypto_worker import stop_workers
 
     backend = get_backend("pypto-sim")
-    default, backend.max_compute_elements = backend.max_compute_elements, MAX_ELEMENTS
+    default = backend.max_compute_elements
     yield backend
     backend.max_compute_elements = default
     stop_workers()
 
 
-@pytest.mark.parametrize("name, level", LEVELS, ids=[f"{name}-{level}" for name, level in LEVELS])
+@pytest.mark.parametrize("name, level", QUICK, ids=[f"{name}-{level}" for name, level in QUICK])
 def test_quick_level_is_bitwise_equal_to_real_pypto(name, level, pypto_sim):
+    pypto_sim.max_compute_elements = MAX_ELEMENTS
+    _assert_bitwise(name, level, pypto_sim)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, level", EVERY, ids=[f"{name}-{level}" for name, level in EVERY])
+def test_every_level_is_bitwise_equal_to_real_pypto(name, level, pypto_sim):
+    pypto_sim.max_compute_elements = MAX_ELEMENTS_SLOW
+    _assert_bitwise(name, level, pypto_sim)
+
+
+def _assert_bitwise(name, level, pypto_sim):
     spec = SPECS[name]
     case = next(c for c in load_cases(spec.cases_path, spec) if c.id == level)
     inputs = make_case_inputs(spec, case)
