@@ -4,6 +4,7 @@ scale, ReLU and TF32 rounding) and the block-scaled fp8 ``scaled_mm``, with the 
 tile checks (C-TILE-05/06, C-API-02)."""
 from __future__ import annotations
 
+import builtins
 import time
 
 import torch
@@ -154,12 +155,11 @@ def _fp32_product(a: torch.Tensor, b: torch.Tensor, k_step: int) -> torch.Tensor
     then ``out.add_(matmul(chunk))``), so -0 products come out +0."""
     a32, b32 = converted(a, torch.float32), converted(b, torch.float32)
     k = a32.shape[-1]
-    step = k_step if 0 < k_step < k else k
-    acc = None
-    for start in range(0, k, step):
-        part = torch.matmul(a32[..., start:start + step], b32[..., start:start + step, :])
-        acc = part.add_(0.0) if acc is None else acc.add_(part)
-    return acc if acc is not None else torch.matmul(a32, b32)
+    step = k_step if 0 < k_step < k else builtins.max(k, 1)  # (an empty K: one empty product, zeros)
+    acc = torch.matmul(a32[..., :step], b32[..., :step, :]).add_(0.0)
+    for start in range(step, k, step):
+        acc.add_(torch.matmul(a32[..., start:start + step], b32[..., start:start + step, :]))
+    return acc
 
 
 def _per_channel_scales(scale_tensor: Tensor, n: int) -> torch.Tensor:
