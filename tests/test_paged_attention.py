@@ -129,6 +129,29 @@ def test_kv_head_span_matches_fp64(kv_head_span, kv_splits, blocks_per_step, bat
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
+@pytest.mark.parametrize("kv_splits, blocks_per_step", [(0, 1), (0, 2), (3, 2)])
+@pytest.mark.parametrize("vec_rows", [32, 128])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype",
+                         [MATRIX[0], MATRIX[1], MATRIX[2], MATRIX[4], (3, 8, 8, 64, 16, [1, 17, 300], torch.float16)])
+def test_vector_step_matches_fp64(vec_rows, kv_splits, blocks_per_step, batch, heads, kv_heads, head_dim, block_size,
+                                  seq_lens, dtype):
+    """Both products on the vector unit (row sums of K * q, column sums of V * p), per query
+    row of the group, with splits, grouped whole blocks and partial last blocks."""
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens) + 7)
+    with override(kernel, {"vector_step": True, "vec_rows": vec_rows, "kv_head_span": 1, "kv_splits": kv_splits,
+                           "blocks_per_step": blocks_per_step}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
+def test_vector_step_needs_one_kv_head_a_task():
+    assert kernel.TUNING.violations({"vector_step": True, "kv_head_span": 2}, {}) == [
+        "vector_step: needs kv_head_span 1, not 2"]
+    args = make(1, 8, 2, 64, 16, [20])
+    with override(kernel, {"vector_step": True, "kv_head_span": 2}), pytest.raises(ValueError, match="kv_head_span"):
+        paged_attention(*args, backend="interp")
+
+
 def test_step_tiles_are_legal_for_every_span_width():
     """The wide operands of several kv heads a task (up to 8 x 256) get cube tiles pypto
     accepts, whatever the rows and keys (a fuzz found [1024, 1024] k tiles against 16-key
@@ -337,9 +360,12 @@ def test_compiles_and_matches_on_pypto_sim():
             grouped = paged_attention(*args, backend="pypto-sim")
         with override(kernel, {"kv_splits": 2, "blocks_per_step": 2, "kv_head_span": 2, "fixed_tiles": None}):
             spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, block-diagonal q
+        with override(kernel, {"vector_step": True, "vec_rows": 128, "kv_head_span": 1, "blocks_per_step": 2}):
+            vector = paged_attention(*args, backend="pypto-sim")  # no cube: both products on the vector unit
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("split", split, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("grouped", grouped, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

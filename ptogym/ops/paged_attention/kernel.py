@@ -42,6 +42,14 @@ exact 0s; Hkv times the cube FLOPs, which decode has to spare).  The softmax run
 all H * group rows at once, and of each P·V product [H * group, H * D] only the diagonal
 blocks are kept (``atoms.attention.head_diagonal``).
 
+No cube at all (``vector_step``): with one query row a kv head (group 1) the two matmuls
+are matrix-vector products, and each costs a cube task (~1.8 µs under the cost model)
+plus its hand-offs.  The vector step computes them on the vector unit instead: the
+scores are the row sums of K * q ([keys, 1], a column), the online softmax runs down
+that column, and P·V is the column sums of V * p, p rounded to the input dtype first as
+the cube path's P·V takes it.  It pays for short key runs only (fewer, larger vector
+tasks; ``tuned.json`` uses it for ≤ 1024 keys at group 1) and needs kv_head_span 1.
+
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
 import math
@@ -61,7 +69,7 @@ VARIANTS = {
     "upstream": {"fixed_tiles": (("c1", ((128, 128), (128, 128), (128, 128))), ("v1", (64, 128)),
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
-                 "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1},
+                 "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
@@ -74,27 +82,36 @@ def _band(batch, kv_len, group):
     return token_band(batch), kv, f"{kv}/group:{group}"
 
 
+def vector_step_fits(params, shape):
+    """The vector step works on one kv head's [block_size, D] views (a tuning constraint)."""
+    if params.get("vector_step") and params.get("kv_head_span", 1) != 1:
+        return f"vector_step: needs kv_head_span 1, not {params['kv_head_span']}"
+    return None
+
+
 #: what ``ptogym tune`` may change (``ptogym.tune.space``); the values the operator runs
 #: are in ``tuned.json`` beside this file, per batch band and per key capacity band in it
 TUNING = Tuning(
     params={
-        "vec_rows": Param((VEC_ROWS, 16, 64)),
+        "vec_rows": Param((VEC_ROWS, 16, 64, 128)),
         "merge_vector_chain": Param((False, True)),
         "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
         "blocks_per_step": Param((1, 2, 4, 8)),
         "kv_head_span": Param((1, 2, 4, 8)),
+        "vector_step": Param((False, True)),
     },
     band=_band,
-    constraints=(fixed_tiles_fit,),
+    constraints=(fixed_tiles_fit, vector_step_fits),
     plain=VARIANTS["upstream"],
 )
 
 
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
-          pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1):
+          pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1,
+          vector_step: bool = False):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
@@ -108,6 +125,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
     span = math.gcd(kv_head_span, kv_heads)  # kv heads a task
     rows, columns = span * group, span * head_dim  # a task's query rows; its block views' width
     spans = kv_heads // span
+    if vector_step and span != 1:
+        raise ValueError(f"vector_step needs one kv head a task, not kv_head_span {kv_head_span}")
 
     def kv_tiles(k_cache, v_cache, block_table, b, kvh, j, keys):
         """Views of logical block j of sequence b (``keys`` valid rows) in the caches (AT-17),
@@ -137,6 +156,41 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             row_blocks.append(pypto.concat(pieces, 1))
         return pypto.concat(row_blocks, 0)
 
+    def vector_attend(q_tile, k_tiles, v_tiles, scale, state):
+        """One step with no cube (``vector_step``): per query row g, its scores are the row
+        sums of K * q_g ([keys, 1], a column), and its P.V the column sums of V * p."""
+        acc, row_sum, row_max = state
+        # at most 64 KB of fp32 a tile (pypto.sum's reduction buffer and result rows sit beside
+        # it in UB), and 32 rows past D = 128: pypto 0.2.0's cost model fails (ParseInput
+        # BuildFunction, Errcode FFFFFF) on [64, 256] tiles of 128-key blocks at batch 2
+        pypto.set_vec_tile_shapes(min(vec_rows, block_size, 16384 // head_dim if head_dim <= 128 else 32), head_dim)
+        ks = [pypto.cast(k, fp32) for k in k_tiles]
+        vs = [pypto.cast(v, fp32) for v in v_tiles]
+        accs, sums, maxes = [], [], []
+        for g in range(group):
+            q_row = pypto.cast(pypto.view(q_tile, [1, head_dim], [g, 0]), fp32)
+            columns = [pypto.sum(pypto.mul(k, q_row), dim=-1, keepdim=True) for k in ks]
+            s = pypto.mul(columns[0] if len(columns) == 1 else pypto.concat(columns, 0), scale)
+            m_old = pypto.view(row_max, [1, 1], [g, 0])
+            m_new = pypto.maximum(m_old, pypto.amax(s, dim=0, keepdim=True))
+            p = pypto.exp(pypto.sub(s, m_new))
+            alpha = pypto.exp(pypto.sub(m_old, m_new))
+            sums.append(pypto.add(pypto.mul(pypto.view(row_sum, [1, 1], [g, 0]), alpha),
+                                  pypto.sum(p, dim=0, keepdim=True)))
+            maxes.append(m_new)
+            p = pypto.cast(pypto.cast(p, dt), fp32)  # P rounded to the input dtype, as the cube path's P.V takes it
+            o = None
+            for i, v in enumerate(vs):
+                part = p if len(vs) == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
+                term = pypto.sum(pypto.mul(v, part), dim=0, keepdim=True)
+                o = term if o is None else pypto.add(o, term)
+            accs.append(pypto.add(pypto.mul(pypto.view(acc, [1, head_dim], [g, 0]), alpha), o))
+        if group == 1:
+            acc[:], row_sum[:], row_max[:] = accs[0], sums[0], maxes[0]
+        else:
+            acc[:], row_sum[:], row_max[:] = (pypto.concat(accs, 0), pypto.concat(sums, 0),
+                                              pypto.concat(maxes, 0))
+
     def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, count, keys, state):
         """One step over ``count`` logical blocks from ``first`` (the last with ``keys``
         valid rows; several only when whole)."""
@@ -146,6 +200,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                                       else block_size)
             k_tiles.append(k_tile)
             v_tiles.append(v_tile)
+        if vector_step:
+            return vector_attend(q_tile, k_tiles, v_tiles, scale, state)
         attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
                     merge_vector_chain, span)
 
