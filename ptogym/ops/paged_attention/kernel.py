@@ -48,7 +48,8 @@ plus its hand-offs.  The vector step computes them on the vector unit instead: t
 scores are the row sums of K * q ([keys, 1], a column), the online softmax runs down
 that column, and P·V is the column sums of V * p, p rounded to the input dtype first as
 the cube path's P·V takes it.  It pays for short key runs only (fewer, larger vector
-tasks; ``tuned.json`` uses it for ≤ 1024 keys at group 1) and needs kv_head_span 1.
+tasks; ``tuned.json`` uses it for ≤ 1024 keys at group 1, 128-key blocks of D ≤ 128)
+and needs kv_head_span 1.
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
@@ -75,11 +76,13 @@ VARIANTS = {
 }
 
 
-def _band(batch, kv_len, group):
+def _band(batch, kv_len, group, block_size, head_dim):
     """The batch (decode tokens) band, then the key capacity (block table width x block size)
-    band, then the query group (Hq / Hkv: how many rows a kv head gives a task)."""
+    band, then the query group (Hq / Hkv: how many rows a kv head gives a task), then the
+    block's shape, block_size x D (the vector step's tiles)."""
     kv = f"{token_band(batch)}/kv:{token_band(kv_len)}"
-    return token_band(batch), kv, f"{kv}/group:{group}"
+    grouped = f"{kv}/group:{group}"
+    return token_band(batch), kv, grouped, f"{grouped}/block:{block_size}x{head_dim}"
 
 
 def vector_step_fits(params, shape):
@@ -164,13 +167,18 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         # it in UB), and 32 rows past D = 128: pypto 0.2.0's cost model fails (ParseInput
         # BuildFunction, Errcode FFFFFF) on [64, 256] tiles of 128-key blocks at batch 2
         pypto.set_vec_tile_shapes(min(vec_rows, block_size, 16384 // head_dim if head_dim <= 128 else 32), head_dim)
-        ks = [pypto.cast(k, fp32) for k in k_tiles]
-        vs = [pypto.cast(v, fp32) for v in v_tiles]
+        count = len(k_tiles)
+        ks, vs = [], []
+        for i in range(count):
+            ks.append(pypto.cast(k_tiles[i], fp32))
+            vs.append(pypto.cast(v_tiles[i], fp32))
         accs, sums, maxes = [], [], []
         for g in range(group):
             q_row = pypto.cast(pypto.view(q_tile, [1, head_dim], [g, 0]), fp32)
-            columns = [pypto.sum(pypto.mul(k, q_row), dim=-1, keepdim=True) for k in ks]
-            s = pypto.mul(columns[0] if len(columns) == 1 else pypto.concat(columns, 0), scale)
+            block_scores = []
+            for i in range(count):
+                block_scores.append(pypto.sum(pypto.mul(ks[i], q_row), dim=-1, keepdim=True))
+            s = pypto.mul(block_scores[0] if count == 1 else pypto.concat(block_scores, 0), scale)
             m_old = pypto.view(row_max, [1, 1], [g, 0])
             m_new = pypto.maximum(m_old, pypto.amax(s, dim=0, keepdim=True))
             p = pypto.exp(pypto.sub(s, m_new))
@@ -180,9 +188,9 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             maxes.append(m_new)
             p = pypto.cast(pypto.cast(p, dt), fp32)  # P rounded to the input dtype, as the cube path's P.V takes it
             o = None
-            for i, v in enumerate(vs):
-                part = p if len(vs) == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
-                term = pypto.sum(pypto.mul(v, part), dim=0, keepdim=True)
+            for i in range(count):
+                part = p if count == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
+                term = pypto.sum(pypto.mul(vs[i], part), dim=0, keepdim=True)
                 o = term if o is None else pypto.add(o, term)
             accs.append(pypto.add(pypto.mul(pypto.view(acc, [1, head_dim], [g, 0]), alpha), o))
         if group == 1:

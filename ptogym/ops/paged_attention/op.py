@@ -105,9 +105,10 @@ def validate(q, k_cache, v_cache, block_table, seq_lens, scale) -> None:
 
 def tuning_shape(case) -> dict:
     """The shape a level's calls pass to the tuned table (``tuned_params(kernel, ...)``)."""
-    return {"batch": case.inputs["q"].shape[0],
-            "kv_len": case.inputs["block_table"].shape[1] * case.inputs["k_cache"].shape[1],
-            "group": case.inputs["q"].shape[1] // case.inputs["k_cache"].shape[2]}
+    batch, heads, head_dim = case.inputs["q"].shape
+    _, block_size, kv_heads, _ = case.inputs["k_cache"].shape
+    return {"batch": batch, "kv_len": case.inputs["block_table"].shape[1] * block_size, "group": heads // kv_heads,
+            "block_size": block_size, "head_dim": head_dim}
 
 
 def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None, variant=None
@@ -120,7 +121,8 @@ def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None,
     out = torch.empty(batch, heads, head_dim, dtype=q.dtype, device=q.device)
     static = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "num_blocks": num_blocks,
               "block_size": block_size, "max_blocks": block_table.shape[1], "dtype": host.HALF_DTYPES[q.dtype],
-              **tuned_params(kernel, batch=batch, kv_len=block_table.shape[1] * block_size, group=heads // kv_heads),
+              **tuned_params(kernel, batch=batch, kv_len=block_table.shape[1] * block_size, group=heads // kv_heads,
+                             block_size=block_size, head_dim=head_dim),
               **kernel.VARIANTS.get(variant, {})}
     slots, width = num_blocks * block_size, kv_heads * head_dim
     tensors = [q.contiguous().view(batch * heads, head_dim), k_cache.view(slots, width), v_cache.view(slots, width),
