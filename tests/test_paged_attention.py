@@ -12,7 +12,7 @@ import ptogym.ops
 from ptogym.ops.paged_attention import kernel
 from ptogym.ops.paged_attention.golden import paged_attention_golden
 from ptogym.ops.paged_attention.op import paged_attention
-from ptogym.tune.table import override
+from ptogym.tune.table import override, tuned_params
 from ptogym.verify import detailed_tensor_compare
 
 TOL = {torch.bfloat16: 8e-3, torch.float16: 2e-3}
@@ -142,6 +142,18 @@ def test_vector_step_matches_fp64(vec_rows, kv_splits, blocks_per_step, batch, h
                            "blocks_per_step": blocks_per_step}):
         out = paged_attention(*args, backend="interp")
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
+@pytest.mark.parametrize("batch, kv_len, group, block_size, head_dim, vector", [
+    (2, 512, 1, 128, 128, True), (1, 1024, 1, 128, 64, True), (16, 1024, 1, 128, 128, True),
+    (2, 512, 4, 128, 128, False), (2, 2048, 1, 128, 128, False), (17, 512, 1, 128, 128, False),
+    (2, 512, 1, 16, 64, False), (2, 512, 1, 256, 128, False), (2, 512, 1, 128, 256, False)])
+def test_table_takes_the_vector_step_only_where_it_was_measured_faster(batch, kv_len, group, block_size, head_dim,
+                                                                        vector):
+    """Group 1, <= 16 tokens, <= 1024 keys, 128-key blocks of D 64 or 128 (README: Measured)."""
+    params = tuned_params(kernel, batch=batch, kv_len=kv_len, group=group, block_size=block_size, head_dim=head_dim)
+    assert params["vector_step"] is vector
+    assert not kernel.TUNING.violations(params, {})
 
 
 def test_vector_step_needs_one_kv_head_a_task():
