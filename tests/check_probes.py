@@ -2146,3 +2146,25 @@ SUITE_EVIDENCE = {
     "A-FRONT-02": ("python/tests/st/interface/test_compile_stage.py::test_all_compile_stages",
                    "c = a + b keeps the caller's ones after each of its 10 calls", _ones_after_every_call),
 }
+
+
+# --- concat's vector tile (paged attention's gathered blocks, 2026-12-07): a [128, 1024] bf16
+# tile (256 KB) is over UB, a [64, 1024] one (128 KB) is not ---------------------------------
+def _concat_rows(pypto, rows):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([256, 1024], pypto.DT_BF16), out: pypto.Tensor([256, 1024], pypto.DT_BF16)):
+        pypto.set_vec_tile_shapes(rows, 1024)
+        top = pypto.view(x, [128, 1024], [0, 0])
+        bottom = pypto.view(x, [128, 1024], [128, 0])
+        out[:] = pypto.concat([top, bottom], 0)
+    return kernel
+
+
+@probe("ok", inputs=x_out(256, 1024, dtype=torch.bfloat16))
+def concat_tile_128k(pypto):
+    return _concat_rows(pypto, 64)
+
+
+@probe("C-TILE-03", inputs=x_out(256, 1024, dtype=torch.bfloat16))
+def concat_tile_256k(pypto):
+    return _concat_rows(pypto, 128)

@@ -101,15 +101,18 @@ def test_split_kv_matches_fp64(kv_splits, batch, heads, kv_heads, head_dim, bloc
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
 
+@pytest.mark.parametrize("gather_blocks", [False, True])
 @pytest.mark.parametrize("kv_splits", [0, 5])
 @pytest.mark.parametrize("blocks_per_step", [2, 3, 4])
 @pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
-def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, batch, heads, kv_heads, head_dim, block_size,
-                                      seq_lens, dtype):
+def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, gather_blocks, batch, heads, kv_heads, head_dim,
+                                      block_size, seq_lens, dtype):
     """Several whole blocks a step: a run's whole blocks in groups of P, the rest (the partial
-    last block among them) one a step; runs of fewer than P whole blocks have no group."""
+    last block among them) one a step; runs of fewer than P whole blocks have no group.
+    Gathered: each group copied into one tile first (one matmul each, not P)."""
     args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
-    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step}):
+    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step,
+                           "gather_blocks": gather_blocks}):
         out = paged_attention(*args, backend="interp")
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
 
@@ -370,8 +373,11 @@ def test_compiles_and_matches_on_pypto_sim():
             split = paged_attention(*args, backend="pypto-sim")
         with override(kernel, {"kv_splits": 0, "blocks_per_step": 2}):  # 40 keys: a group of 2 blocks, 1 single
             grouped = paged_attention(*args, backend="pypto-sim")
-        with override(kernel, {"kv_splits": 2, "blocks_per_step": 2, "kv_head_span": 2, "fixed_tiles": None}):
-            spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, block-diagonal q
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 2, "gather_blocks": True}):
+            gathered = paged_attention(*args, backend="pypto-sim")  # the group copied into one tile first
+        with override(kernel, {"kv_splits": 2, "blocks_per_step": 2, "kv_head_span": 2, "fixed_tiles": None,
+                               "gather_blocks": True}):
+            spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, blocks gathered
         with override(kernel, {"vector_step": True, "vec_rows": 128, "kv_head_span": 1, "blocks_per_step": 2}):
             vector = paged_attention(*args, backend="pypto-sim")  # no cube: both products on the vector unit
     finally:
@@ -379,5 +385,6 @@ def test_compiles_and_matches_on_pypto_sim():
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("split", split, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("grouped", grouped, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("gathered", gathered, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

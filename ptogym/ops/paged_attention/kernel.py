@@ -42,6 +42,12 @@ exact 0s; Hkv times the cube FLOPs, which decode has to spare).  The softmax run
 all H * group rows at once, and of each P·V product [H * group, H * D] only the diagonal
 blocks are kept (``atoms.attention.head_diagonal``).
 
+Blocks gathered (``gather_blocks``): a step of P > 1 whole blocks first copies them into
+one [P * block_size, columns] tile (``pypto.concat``, what upstream's kernel does with
+``pypto.assemble`` into a workspace), so it makes one score matmul and one P·V matmul
+instead of P of each: under the cost model the copies cost less than the P - 1 extra
+cube tasks and their hand-offs.
+
 No cube at all (``vector_step``): with one query row a kv head (group 1) the two matmuls
 are matrix-vector products, and each costs a cube task (~1.8 µs under the cost model)
 plus its hand-offs.  The vector step computes them on the vector unit instead: the
@@ -64,16 +70,20 @@ VARIANTS = {
     # upstream pypto's incremental flash attention (models/experimental/attention/
     # incre_flash_attention_impl.py, r0.2.0): cube tiles 128 x 128 x 128 for both matmuls,
     # vector tiles 64 rows, the softmax chain merged with sg_set_scope, cube_l1_reuse_setting
-    # {0: 8}, 4 blocks (512 keys) a step.  Upstream gathers those blocks into a workspace
-    # first (copies this kernel does not make: here they are 4 in-place views), so this
-    # variant is, if anything, faster than upstream's kernel.
+    # {0: 8}, 4 blocks (512 keys) a step, gathered into one workspace tile first (its
+    # pypto.assemble copies; pypto.concat here, the same µs under the cost model).
     "upstream": {"fixed_tiles": (("c1", ((128, 128), (128, 128), (128, 128))), ("v1", (64, 128)),
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
-                 "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False},
+                 "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False,
+                 "gather_blocks": True},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
+
+
+#: the gathering copies' vector tile, in elements (128 KB of bf16 / fp16: [128, 512] compiles, [128, 1024] hangs pypto)
+GATHER_TILE_ELEMENTS = 65536
 
 
 def _band(batch, kv_len, group, block_size, head_dim):
@@ -104,6 +114,7 @@ TUNING = Tuning(
         "blocks_per_step": Param((1, 2, 4, 8)),
         "kv_head_span": Param((1, 2, 4, 8)),
         "vector_step": Param((False, True)),
+        "gather_blocks": Param((False, True)),
     },
     band=_band,
     constraints=(fixed_tiles_fit, vector_step_fits),
@@ -114,12 +125,13 @@ TUNING = Tuning(
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
           pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1,
-          vector_step: bool = False):
+          vector_step: bool = False, gather_blocks: bool = False):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
     blocks in one run; ``blocks_per_step`` whole blocks make one step of a run (the rest
-    one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task."""
+    one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task;
+    ``vector_step`` and ``gather_blocks`` as in the module docstring."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -128,6 +140,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
     span = math.gcd(kv_head_span, kv_heads)  # kv heads a task
     rows, columns = span * group, span * head_dim  # a task's query rows; its block views' width
     spans = kv_heads // span
+    # a gathered step is always blocks_per_step whole blocks (the rest go one a step)
+    gather_rows = min(blocks_per_step * block_size, max(1, GATHER_TILE_ELEMENTS // columns))
     if vector_step and span != 1:
         raise ValueError(f"vector_step needs one kv head a task, not kv_head_span {kv_head_span}")
 
@@ -208,6 +222,10 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                                       else block_size)
             k_tiles.append(k_tile)
             v_tiles.append(v_tile)
+        if gather_blocks and count > 1:  # whole blocks: one [count * block_size, columns] tile each
+            pypto.set_vec_tile_shapes(gather_rows, columns)
+            k_tiles, v_tiles = [pypto.concat(k_tiles, 0)], [pypto.concat(v_tiles, 0)]
+            keys = count * block_size
         if vector_step:
             return vector_attend(q_tile, k_tiles, v_tiles, scale, state)
         attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
