@@ -103,7 +103,7 @@ def test_split_kv_matches_fp64(kv_splits, batch, heads, kv_heads, head_dim, bloc
 
 @pytest.mark.parametrize("gather_blocks", [False, True])
 @pytest.mark.parametrize("kv_splits", [0, 5])
-@pytest.mark.parametrize("blocks_per_step", [2, 3, 4])
+@pytest.mark.parametrize("blocks_per_step", [2, 3, 4, 32])
 @pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
 def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, gather_blocks, batch, heads, kv_heads, head_dim,
                                       block_size, seq_lens, dtype):

@@ -111,7 +111,7 @@ TUNING = Tuning(
         "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
-        "blocks_per_step": Param((1, 2, 4, 8)),
+        "blocks_per_step": Param((1, 2, 4, 8, 16, 32)),
         "kv_head_span": Param((1, 2, 4, 8)),
         "vector_step": Param((False, True)),
         "gather_blocks": Param((False, True)),
