@@ -70,12 +70,13 @@ def rescale_state(pypto, s, row_sum, row_max):
     return p, alpha
 
 
-def rescale(pypto, s, row_sum, row_max):
-    """``rescale_state`` on values: (p, alpha, new l, new m), nothing written."""
-    m_new = pypto.maximum(row_max, pypto.amax(s, dim=-1, keepdim=True))
+def rescale(pypto, s, row_sum, row_max, dim: int = -1):
+    """``rescale_state`` on values: (p, alpha, new l, new m), nothing written; ``dim`` is
+    the keys' axis of s (0: one query's scores as a [keys, 1] column)."""
+    m_new = pypto.maximum(row_max, pypto.amax(s, dim=dim, keepdim=True))
     p = pypto.exp(pypto.sub(s, m_new))
     alpha = pypto.exp(pypto.sub(row_max, m_new))
-    return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=-1, keepdim=True)), m_new
+    return p, alpha, pypto.add(pypto.mul(row_sum, alpha), pypto.sum(p, dim=dim, keepdim=True)), m_new
 
 
 def values(pypto, p, v_tiles, heads: int = 1):

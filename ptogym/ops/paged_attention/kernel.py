@@ -61,7 +61,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 import math
 
-from ptogym.atoms.attention import finish, start_state
+from ptogym.atoms.attention import finish, rescale, start_state
 from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
 
@@ -193,12 +193,9 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             for i in range(count):
                 block_scores.append(pypto.sum(pypto.mul(ks[i], q_row), dim=-1, keepdim=True))
             s = pypto.mul(block_scores[0] if count == 1 else pypto.concat(block_scores, 0), scale)
-            m_old = pypto.view(row_max, [1, 1], [g, 0])
-            m_new = pypto.maximum(m_old, pypto.amax(s, dim=0, keepdim=True))
-            p = pypto.exp(pypto.sub(s, m_new))
-            alpha = pypto.exp(pypto.sub(m_old, m_new))
-            sums.append(pypto.add(pypto.mul(pypto.view(row_sum, [1, 1], [g, 0]), alpha),
-                                  pypto.sum(p, dim=0, keepdim=True)))
+            p, alpha, l_new, m_new = rescale(pypto, s, pypto.view(row_sum, [1, 1], [g, 0]),
+                                             pypto.view(row_max, [1, 1], [g, 0]), dim=0)
+            sums.append(l_new)
             maxes.append(m_new)
             p = pypto.cast(pypto.cast(p, dt), fp32)  # P rounded to the input dtype, as the cube path's P.V takes it
             o = None

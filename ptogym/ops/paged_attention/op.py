@@ -103,12 +103,18 @@ def validate(q, k_cache, v_cache, block_table, seq_lens, scale) -> None:
         host.raise_first([(ValueError, m) for m in value_violations(block_table, seq_lens, *k_cache.shape[:2])])
 
 
-def tuning_shape(case) -> dict:
-    """The shape a level's calls pass to the tuned table (``tuned_params(kernel, ...)``)."""
-    batch, heads, head_dim = case.inputs["q"].shape
-    _, block_size, kv_heads, _ = case.inputs["k_cache"].shape
-    return {"batch": batch, "kv_len": case.inputs["block_table"].shape[1] * block_size, "group": heads // kv_heads,
+def table_shape(q_shape, cache_shape, table_shape) -> dict:
+    """The shape a call passes to the tuned table (``tuned_params(kernel, ...)``), from the
+    shapes of q, a cache and the block table."""
+    batch, heads, head_dim = q_shape
+    _, block_size, kv_heads, _ = cache_shape
+    return {"batch": batch, "kv_len": table_shape[1] * block_size, "group": heads // kv_heads,
             "block_size": block_size, "head_dim": head_dim}
+
+
+def tuning_shape(case) -> dict:
+    """The shape a level's calls pass to the tuned table."""
+    return table_shape(case.inputs["q"].shape, case.inputs["k_cache"].shape, case.inputs["block_table"].shape)
 
 
 def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None, variant=None
@@ -121,8 +127,7 @@ def launch(q, k_cache, v_cache, block_table, seq_lens, scale=None, backend=None,
     out = torch.empty(batch, heads, head_dim, dtype=q.dtype, device=q.device)
     static = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim, "num_blocks": num_blocks,
               "block_size": block_size, "max_blocks": block_table.shape[1], "dtype": host.HALF_DTYPES[q.dtype],
-              **tuned_params(kernel, batch=batch, kv_len=block_table.shape[1] * block_size, group=heads // kv_heads,
-                             block_size=block_size, head_dim=head_dim),
+              **tuned_params(kernel, **table_shape(q.shape, k_cache.shape, block_table.shape)),
               **kernel.VARIANTS.get(variant, {})}
     slots, width = num_blocks * block_size, kv_heads * head_dim
     tensors = [q.contiguous().view(batch * heads, head_dim), k_cache.view(slots, width), v_cache.view(slots, width),
