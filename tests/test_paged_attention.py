@@ -112,9 +112,24 @@ def test_blocks_per_step_matches_fp64(blocks_per_step, kv_splits, gather_blocks,
     Gathered: each group copied into one tile first (one matmul each, not P)."""
     args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
     with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step,
-                           "gather_blocks": gather_blocks}):
+                           "gather_blocks": gather_blocks, "step_cascade": 0}):
         out = paged_attention(*args, backend="interp")
     assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
+@pytest.mark.parametrize("gather_blocks", [False, True])
+@pytest.mark.parametrize("kv_splits", [0, 3])
+@pytest.mark.parametrize("blocks_per_step, step_cascade", [(16, 2), (16, 4), (32, 2), (3, 2)])
+def test_step_cascade_matches_fp64(blocks_per_step, step_cascade, kv_splits, gather_blocks):
+    """The whole blocks left after the groups of P in groups of P / c, P / c², ...: 31 whole
+    blocks and a partial one at P = 16, c = 2 are steps of 16, 8, 4, 2, 1 block and the
+    partial one; 16 whole blocks are one step; 15 keys none; P = 3 has no smaller group."""
+    seq_lens = [31 * 16 + 5, 16 * 16, 15, 7 * 16]
+    args = make(4, 8, 2, 64, 16, seq_lens, dtype=torch.float16, seed=7)
+    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step, "step_cascade": step_cascade,
+                           "gather_blocks": gather_blocks, "vector_step": False}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, 64 ** -0.5), TOL[torch.float16])
 
 
 @pytest.mark.parametrize("kv_splits, blocks_per_step", [(0, 1), (3, 2)])
@@ -175,11 +190,43 @@ def test_step_tiles_are_legal_for_every_span_width():
     from ptogym.ops.flash_attention.kernel import step_tiles
 
     for rows in (1, 4, 8, 16, 32, 64, 128, 256):
-        for keys in (16, 32, 48, 64, 128):
+        for keys in (16, 32, 48, 64, 128, 384, 512, 4096):  # a block, or a gathered step of blocks
             for width in (64, 128, 256, 512, 1024, 2048):
-                tiles = step_tiles(rows, keys, width, 32)
-                for stage in ("c1", "c2"):
-                    assert not cube_tile_violations(tiles[stage], 2), (rows, keys, width, stage, tiles[stage])
+                for rule in (step_tiles, kernel.deep_values_tiles):
+                    tiles = rule(rows, keys, width, 32)
+                    for stage in ("c1", "c2"):
+                        assert not cube_tile_violations(tiles[stage], 2), (rule.__name__, rows, keys, width, stage,
+                                                                           tiles[stage])
+
+
+def test_deep_values_tiles_run_along_the_keys():
+    assert kernel.deep_values_tiles(32, 4096, 1024, 32)["c2"] == ([32, 32], [256, 1024], [128, 128])
+    assert kernel.deep_values_tiles(64, 512, 1024, 32)["c2"] == ([64, 64], [256, 512], [128, 128])
+    assert kernel.deep_values_tiles(4, 384, 128, 32)["c2"] == ([16, 16], [128, 256], [128, 128])  # 384 = 3 x 128
+    assert kernel.deep_values_tiles(8, 16, 64, 32)["c2"] == ([16, 16], [16, 16], [64, 64])
+
+
+@pytest.mark.parametrize("kv_splits, blocks_per_step, kv_head_span", [(0, 1, 1), (0, 4, 1), (3, 32, 2), (0, 3, 4)])
+@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
+def test_deep_values_match_fp64(kv_splits, blocks_per_step, kv_head_span, batch, heads, kv_heads, head_dim,
+                                block_size, seq_lens, dtype):
+    """The P·V tiles along the keys (``deep_values``) with the runtime option the long bands
+    take: the same numbers, gathered steps of 3, 4 and 32 blocks, single blocks, spans."""
+    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
+    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step, "kv_head_span": kv_head_span,
+                           "fixed_tiles": None, "deep_values": True, "vector_step": False,
+                           "runtime_options": (("stitch_function_inner_memory", 1000),)}):
+        out = paged_attention(*args, backend="interp")
+    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+
+
+@pytest.mark.parametrize("batch, block_size, blocks_per_step", [(1, 16, 32), (16, 16, 32), (16, 32, 16), (1, 64, 8),
+                                                                 (16, 128, 4)])
+def test_table_takes_512_keys_a_step_at_any_block_size(batch, block_size, blocks_per_step):
+    """<= 1024 keys: upstream's 512 keys a step for blocks of 16, 32 and 64 keys too, and the
+    whole blocks left after them in halving steps (README: Measured)."""
+    params = tuned_params(kernel, batch=batch, kv_len=1024, group=8, block_size=block_size, head_dim=64)
+    assert (params["blocks_per_step"], params["step_cascade"]) == (blocks_per_step, 2)
 
 
 def _wide_table_call(head_dim, block_size, seq_len, backend):
@@ -213,11 +260,13 @@ def test_wide_table_on_small_blocks_on_pypto_sim():
     assert_close("out", out, expected, TOL[torch.bfloat16])
 
 
-@pytest.mark.parametrize("blocks_per_step", [1, 4])
+@pytest.mark.parametrize("blocks_per_step, step_cascade", [(1, 0), (4, 0), (16, 2)])
 @pytest.mark.parametrize("garbage", [-1, 2**31 - 1, 0])
-def test_entries_past_the_length_are_never_read(garbage, blocks_per_step):
-    args = make(2, 8, 2, 128, 128, [650, 7], garbage=garbage)  # 650 keys: one group of 4 whole blocks, then 2 singles
-    with override(kernel, {"blocks_per_step": blocks_per_step}):
+def test_entries_past_the_length_are_never_read(garbage, blocks_per_step, step_cascade):
+    # 650 keys in 128-key blocks: 5 whole blocks and a partial one; at P = 4 one group of 4, then 2 singles;
+    # at P = 16 cascaded no group of 16 or 8, one of 4, then 2 singles
+    args = make(2, 8, 2, 128, 128, [650, 7], garbage=garbage)
+    with override(kernel, {"blocks_per_step": blocks_per_step, "step_cascade": step_cascade}):
         out = paged_attention(*args)
     assert_close("out", out, reference_fp64(*args, 128 ** -0.5), TOL[torch.bfloat16])
 
@@ -380,6 +429,11 @@ def test_compiles_and_matches_on_pypto_sim():
             spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, blocks gathered
         with override(kernel, {"vector_step": True, "vec_rows": 128, "kv_head_span": 1, "blocks_per_step": 2}):
             vector = paged_attention(*args, backend="pypto-sim")  # no cube: both products on the vector unit
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 4, "step_cascade": 2, "gather_blocks": True}):
+            cascaded = paged_attention(*args, backend="pypto-sim")  # 40 keys: no group of 4, one of 2, 1 single
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 2, "fixed_tiles": None, "deep_values": True,
+                               "runtime_options": (("stitch_function_inner_memory", 1000),)}):
+            deep = paged_attention(*args, backend="pypto-sim")  # P.V tiles along the keys, the runtime option
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
@@ -388,3 +442,5 @@ def test_compiles_and_matches_on_pypto_sim():
     assert_close("gathered", gathered, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("cascaded", cascaded, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("deep", deep, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

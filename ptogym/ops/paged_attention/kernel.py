@@ -29,7 +29,10 @@ online-softmax update on their [group, P * block_size] concatenated scores, P P�
 matmuls summed into acc.  Only full blocks go in such steps: a run's whole blocks in
 groups of P, then what is left (fewer than P, the sequence's partial last block among
 them) one a step as before, so no step reads a block or a block-table entry past the
-run.
+run.  With ``step_cascade`` c > 1 the whole blocks left after the groups of P go in
+groups of P / c, then P / c², ... (while more than one block), so a tail of up to P - 1
+whole blocks takes a few steps instead of one a block: with c = 2, at most one step per
+binary digit of its length.
 
 Several kv heads a task (``kv_head_span`` H > 1): under pypto's cost model every GM
 copy pays ~1400 cycles before its bytes, so one kv head's [block_size, D] block view
@@ -48,6 +51,12 @@ one [P * block_size, columns] tile (``pypto.concat``, what upstream's kernel doe
 instead of P of each: under the cost model the copies cost less than the P - 1 extra
 cube tasks and their hand-offs.
 
+The P·V tiles deep (``deep_values``): along the keys of a gathered step rather than
+along its columns (``deep_values_tiles``), so the values load in fewer, longer copies per
+output tile.  With them the long-key bands also raise the runtime's pool for a loop
+iteration's intermediates (``runtime_options`` ``stitch_function_inner_memory``; pypto's
+default 10 lets fewer sequences' gathered steps run at once; docs/pypto-sim.md).
+
 No cube at all (``vector_step``): with one query row a kv head (group 1) the two matmuls
 are matrix-vector products, and each costs a cube task (~1.8 µs under the cost model)
 plus its hand-offs.  The vector step computes them on the vector unit instead: the
@@ -62,7 +71,8 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 import math
 
 from ptogym.atoms.attention import finish, rescale, start_state
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
+from ptogym.atoms.linear import L1_BYTES
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, cube_rows, fixed_tiles_fit, step_tiles
 from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -76,7 +86,7 @@ VARIANTS = {
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
                  "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False,
-                 "gather_blocks": True},
+                 "gather_blocks": True, "step_cascade": 0, "deep_values": False, "runtime_options": None},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
@@ -88,11 +98,28 @@ GATHER_TILE_ELEMENTS = 65536
 
 def _band(batch, kv_len, group, block_size, head_dim):
     """The batch (decode tokens) band, then the key capacity (block table width x block size)
-    band, then the query group (Hq / Hkv: how many rows a kv head gives a task), then the
-    block's shape, block_size x D (the vector step's tiles)."""
+    band, then the block size in it (how many keys a block-counted step takes), then the
+    query group (Hq / Hkv: how many rows a kv head gives a task), then the block's shape
+    in that, block_size x D (the vector step's tiles)."""
     kv = f"{token_band(batch)}/kv:{token_band(kv_len)}"
     grouped = f"{kv}/group:{group}"
-    return token_band(batch), kv, grouped, f"{grouped}/block:{block_size}x{head_dim}"
+    return token_band(batch), kv, f"{kv}/block:{block_size}", grouped, f"{grouped}/block:{block_size}x{head_dim}"
+
+
+def deep_values_tiles(rows: int, tile_keys: int, columns: int, vec_rows: int) -> dict:
+    """``step_tiles`` with the P·V matmul's tiles deep along the keys instead of wide along
+    the columns (``deep_values``): an L0 k tile of up to 256 keys, an L1 one of up to 1024
+    (what L1 holds beside the P tile), 128 columns at a time.  Under the cost model a
+    gathered step's [keys, columns] values then load in fewer, longer copies per output
+    tile (b16_s4k 767.9 -> 668.6 us; kernel.py's README: Measured)."""
+    tiles = step_tiles(rows, tile_keys, columns, vec_rows)
+    m = tiles["c2"][0]
+    k0 = 256 if tile_keys % 256 == 0 else cube_rows(tile_keys)
+    n = min(128, columns)
+    k1 = k0
+    while k1 * 2 <= min(1024, tile_keys, L1_BYTES // (2 * (m[1] + n))):
+        k1 *= 2
+    return {**tiles, "c2": (m, [k0, k1], [n, n])}
 
 
 def vector_step_fits(params, shape):
@@ -112,6 +139,9 @@ TUNING = Tuning(
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
         "blocks_per_step": Param((1, 2, 4, 8, 16, 32)),
+        "step_cascade": Param((0, 2, 4)),
+        "deep_values": Param((False, True)),
+        "runtime_options": Param((None, (("stitch_function_inner_memory", 1000),))),
         "kv_head_span": Param((1, 2, 4, 8)),
         "vector_step": Param((False, True)),
         "gather_blocks": Param((False, True)),
@@ -125,13 +155,15 @@ TUNING = Tuning(
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
           pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1,
-          vector_step: bool = False, gather_blocks: bool = False):
+          vector_step: bool = False, gather_blocks: bool = False, step_cascade: int = 0, deep_values: bool = False,
+          runtime_options=None):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
     blocks in one run; ``blocks_per_step`` whole blocks make one step of a run (the rest
     one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task;
-    ``vector_step`` and ``gather_blocks`` as in the module docstring."""
+    ``vector_step``, ``gather_blocks``, ``step_cascade`` and ``deep_values`` as in the module
+    docstring; ``runtime_options`` (hashable (name, value) pairs) go to the jit."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -140,8 +172,11 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
     span = math.gcd(kv_head_span, kv_heads)  # kv heads a task
     rows, columns = span * group, span * head_dim  # a task's query rows; its block views' width
     spans = kv_heads // span
-    # a gathered step is always blocks_per_step whole blocks (the rest go one a step)
-    gather_rows = min(blocks_per_step * block_size, max(1, GATHER_TILE_ELEMENTS // columns))
+    # the sizes of the whole-block steps, largest first (step_cascade: each the previous one / c)
+    step_sizes = [blocks_per_step] if blocks_per_step > 1 else []
+    while step_cascade and step_sizes and step_sizes[-1] // step_cascade > 1:
+        step_sizes.append(step_sizes[-1] // step_cascade)
+    gather_rows = max(1, GATHER_TILE_ELEMENTS // columns)  # the gathering copies' tile rows, at most
     if vector_step and span != 1:
         raise ValueError(f"vector_step needs one kv head a task, not kv_head_span {kv_head_span}")
 
@@ -220,12 +255,14 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             k_tiles.append(k_tile)
             v_tiles.append(v_tile)
         if gather_blocks and count > 1:  # whole blocks: one [count * block_size, columns] tile each
-            pypto.set_vec_tile_shapes(gather_rows, columns)
+            pypto.set_vec_tile_shapes(min(count * block_size, gather_rows), columns)
             k_tiles, v_tiles = [pypto.concat(k_tiles, 0)], [pypto.concat(v_tiles, 0)]
             keys = count * block_size
         if vector_step:
             return vector_attend(q_tile, k_tiles, v_tiles, scale, state)
-        attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
+        tiles = fixed_tiles or (deep_values_tiles(rows, k_tiles[0].shape[0], columns, vec_rows) if deep_values
+                                else None)
+        attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, tiles,
                     merge_vector_chain, span)
 
     def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop):
@@ -237,13 +274,13 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         start_state(pypto, *state)
         q_tile = task_queries(q, b, kvh)
         singles = first
-        if blocks_per_step > 1:
-            whole = (seq_len // block_size).min(stop)  # the run's blocks before it are all full
-            steps = (whole - first).max(0) // blocks_per_step
-            for g in pypto.loop(steps, name="LOOP_BLOCK_GROUPS", idx_name="g"):
-                attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first + g * blocks_per_step,
-                              blocks_per_step, block_size, state)
-            singles = first + steps * blocks_per_step
+        whole = (seq_len // block_size).min(stop) if step_sizes else None  # the run's blocks before it are full
+        for size in step_sizes:
+            steps = (whole - singles).max(0) // size
+            for g in pypto.loop(steps, name=f"LOOP_GROUPS_OF_{size}", idx_name="g"):
+                attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, singles + g * size,
+                              size, block_size, state)
+            singles = singles + steps * size
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
             attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, j, 1,
                           (seq_len - j * block_size).min(block_size), state)
@@ -313,7 +350,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         else:
             per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale)
 
-    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
+    @pypto.frontend.jit(runtime_options=dict(runtime_options or ()),
+                        pass_options={name: dict(pairs) for name, pairs in pass_options})
     def paged_attention_kernel(
         q: pypto.Tensor([batch * heads, head_dim], dt),
         k_cache: pypto.Tensor([slots, width], dt),
