@@ -3,7 +3,9 @@ here (keys found slot by slot through the block table) and torch's SDPA, on ragg
 lengths, GQA ratios 1/4/8, one-key sequences, long sequences with a partial last block,
 shuffled and strided block tables with garbage past each length; caches written by
 cache_scatter; the caches stay unchanged; torch.library; errors."""
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -171,6 +173,7 @@ def test_table_takes_the_vector_step_only_where_it_was_measured_faster(batch, kv
     """Group 1, <= 16 tokens, <= 1024 keys, 128-key blocks of D 64 or 128 (README: Measured)."""
     params = tuned_params(kernel, batch=batch, kv_len=kv_len, group=group, block_size=block_size, head_dim=head_dim)
     assert params["vector_step"] is vector
+    assert params["step_cascade"] == (0 if vector else 2)  # the cascade slows the vector step (README: Measured)
     assert not kernel.TUNING.violations(params, {})
 
 
@@ -192,32 +195,21 @@ def test_step_tiles_are_legal_for_every_span_width():
     for rows in (1, 4, 8, 16, 32, 64, 128, 256):
         for keys in (16, 32, 48, 64, 128, 384, 512, 4096):  # a block, or a gathered step of blocks
             for width in (64, 128, 256, 512, 1024, 2048):
-                for rule in (step_tiles, kernel.deep_values_tiles):
-                    tiles = rule(rows, keys, width, 32)
-                    for stage in ("c1", "c2"):
-                        assert not cube_tile_violations(tiles[stage], 2), (rule.__name__, rows, keys, width, stage,
-                                                                           tiles[stage])
+                tiles = step_tiles(rows, keys, width, 32)
+                for stage in ("c1", "c2"):
+                    assert not cube_tile_violations(tiles[stage], 2), (rows, keys, width, stage, tiles[stage])
 
 
-def test_deep_values_tiles_run_along_the_keys():
-    assert kernel.deep_values_tiles(32, 4096, 1024, 32)["c2"] == ([32, 32], [256, 1024], [128, 128])
-    assert kernel.deep_values_tiles(64, 512, 1024, 32)["c2"] == ([64, 64], [256, 512], [128, 128])
-    assert kernel.deep_values_tiles(4, 384, 128, 32)["c2"] == ([16, 16], [128, 256], [128, 128])  # 384 = 3 x 128
-    assert kernel.deep_values_tiles(8, 16, 64, 32)["c2"] == ([16, 16], [16, 16], [64, 64])
+def test_the_operator_reads_blocks_in_place_and_only_the_upstream_variant_gathers():
+    """Issue #22: blocks are read through views, not gathered by copy instructions - the
+    tuner cannot choose gathering and no band of the table does."""
+    from ptogym.tune.trial import load_level
 
-
-@pytest.mark.parametrize("kv_splits, blocks_per_step, kv_head_span", [(0, 1, 1), (0, 4, 1), (3, 32, 2), (0, 3, 4)])
-@pytest.mark.parametrize("batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype", MATRIX[1:4])
-def test_deep_values_match_fp64(kv_splits, blocks_per_step, kv_head_span, batch, heads, kv_heads, head_dim,
-                                block_size, seq_lens, dtype):
-    """The P·V tiles along the keys (``deep_values``) with the runtime option the long bands
-    take: the same numbers, gathered steps of 3, 4 and 32 blocks, single blocks, spans."""
-    args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens))
-    with override(kernel, {"kv_splits": kv_splits, "blocks_per_step": blocks_per_step, "kv_head_span": kv_head_span,
-                           "fixed_tiles": None, "deep_values": True, "vector_step": False,
-                           "runtime_options": (("stitch_function_inner_memory", 1000),)}):
-        out = paged_attention(*args, backend="interp")
-    assert_close("out", out, reference_fp64(*args, head_dim ** -0.5), TOL[dtype])
+    assert "gather_blocks" not in kernel.TUNING.params and kernel.VARIANTS["upstream"]["gather_blocks"]
+    levels = json.loads(Path(kernel.__file__).with_name("cases.json").read_text())["levels"]
+    for level in levels:
+        spec, case, _, _ = load_level("paged_attention", level["id"])
+        assert not tuned_params(kernel, **spec.extra["tuning_shape"](case)).get("gather_blocks", False), level["id"]
 
 
 @pytest.mark.parametrize("batch, block_size, blocks_per_step", [(1, 16, 32), (16, 16, 32), (16, 32, 16), (1, 64, 8),
@@ -429,11 +421,11 @@ def test_compiles_and_matches_on_pypto_sim():
             spanned = paged_attention(*args, backend="pypto-sim")  # both kv heads a task, blocks gathered
         with override(kernel, {"vector_step": True, "vec_rows": 128, "kv_head_span": 1, "blocks_per_step": 2}):
             vector = paged_attention(*args, backend="pypto-sim")  # no cube: both products on the vector unit
-        with override(kernel, {"kv_splits": 0, "blocks_per_step": 4, "step_cascade": 2, "gather_blocks": True}):
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 4, "step_cascade": 2}):
             cascaded = paged_attention(*args, backend="pypto-sim")  # 40 keys: no group of 4, one of 2, 1 single
-        with override(kernel, {"kv_splits": 0, "blocks_per_step": 2, "fixed_tiles": None, "deep_values": True,
+        with override(kernel, {"kv_splits": 0, "blocks_per_step": 2,
                                "runtime_options": (("stitch_function_inner_memory", 1000),)}):
-            deep = paged_attention(*args, backend="pypto-sim")  # P.V tiles along the keys, the runtime option
+            pooled = paged_attention(*args, backend="pypto-sim")  # the long bands' runtime option
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
@@ -443,4 +435,4 @@ def test_compiles_and_matches_on_pypto_sim():
     assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("cascaded", cascaded, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
-    assert_close("deep", deep, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("pooled", pooled, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

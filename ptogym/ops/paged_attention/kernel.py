@@ -45,17 +45,17 @@ exact 0s; Hkv times the cube FLOPs, which decode has to spare).  The softmax run
 all H * group rows at once, and of each P·V product [H * group, H * D] only the diagonal
 blocks are kept (``atoms.attention.head_diagonal``).
 
-Blocks gathered (``gather_blocks``): a step of P > 1 whole blocks first copies them into
-one [P * block_size, columns] tile (``pypto.concat``, what upstream's kernel does with
-``pypto.assemble`` into a workspace), so it makes one score matmul and one P·V matmul
-instead of P of each: under the cost model the copies cost less than the P - 1 extra
-cube tasks and their hand-offs.
+Blocks gathered (``gather_blocks``, the upstream variant only): a step of P > 1 whole
+blocks first copies them into one [P * block_size, columns] tile (``pypto.concat``, what
+upstream's kernel does with ``pypto.assemble`` into a workspace), so it makes one score
+matmul and one P·V matmul instead of P of each.  The operator does not: it reads its
+blocks in place (AT-17; issue #22), and a gathered step moves every key and value three
+times through DDR (read, written to the workspace, read again) in a bandwidth-bound
+kernel - the cost model charges no DDR bandwidth and so favours it (README: Measured).
 
-The P·V tiles deep (``deep_values``): along the keys of a gathered step rather than
-along its columns (``deep_values_tiles``), so the values load in fewer, longer copies per
-output tile.  With them the long-key bands also raise the runtime's pool for a loop
-iteration's intermediates (``runtime_options`` ``stitch_function_inner_memory``; pypto's
-default 10 lets fewer sequences' gathered steps run at once; docs/pypto-sim.md).
+The long-key bands raise the runtime's pool for a loop iteration's intermediates
+(``runtime_options`` ``stitch_function_inner_memory``; pypto's default 10 lets fewer
+sequences' steps run at once; docs/pypto-sim.md).
 
 No cube at all (``vector_step``): with one query row a kv head (group 1) the two matmuls
 are matrix-vector products, and each costs a cube task (~1.8 µs under the cost model)
@@ -71,8 +71,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 import math
 
 from ptogym.atoms.attention import finish, rescale, start_state
-from ptogym.atoms.linear import L1_BYTES
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, cube_rows, fixed_tiles_fit, step_tiles
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -86,7 +85,7 @@ VARIANTS = {
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
                  "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False,
-                 "gather_blocks": True, "step_cascade": 0, "deep_values": False, "runtime_options": None},
+                 "gather_blocks": True, "step_cascade": 0, "runtime_options": None},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
@@ -104,22 +103,6 @@ def _band(batch, kv_len, group, block_size, head_dim):
     kv = f"{token_band(batch)}/kv:{token_band(kv_len)}"
     grouped = f"{kv}/group:{group}"
     return token_band(batch), kv, f"{kv}/block:{block_size}", grouped, f"{grouped}/block:{block_size}x{head_dim}"
-
-
-def deep_values_tiles(rows: int, tile_keys: int, columns: int, vec_rows: int) -> dict:
-    """``step_tiles`` with the P·V matmul's tiles deep along the keys instead of wide along
-    the columns (``deep_values``): an L0 k tile of up to 256 keys, an L1 one of up to 1024
-    (what L1 holds beside the P tile), 128 columns at a time.  Under the cost model a
-    gathered step's [keys, columns] values then load in fewer, longer copies per output
-    tile (b16_s4k 767.9 -> 668.6 us; kernel.py's README: Measured)."""
-    tiles = step_tiles(rows, tile_keys, columns, vec_rows)
-    m = tiles["c2"][0]
-    k0 = 256 if tile_keys % 256 == 0 else cube_rows(tile_keys)
-    n = min(128, columns)
-    k1 = k0
-    while k1 * 2 <= min(1024, tile_keys, L1_BYTES // (2 * (m[1] + n))):
-        k1 *= 2
-    return {**tiles, "c2": (m, [k0, k1], [n, n])}
 
 
 def vector_step_fits(params, shape):
@@ -140,11 +123,9 @@ TUNING = Tuning(
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
         "blocks_per_step": Param((1, 2, 4, 8, 16, 32)),
         "step_cascade": Param((0, 2, 4)),
-        "deep_values": Param((False, True)),
         "runtime_options": Param((None, (("stitch_function_inner_memory", 1000),))),
         "kv_head_span": Param((1, 2, 4, 8)),
         "vector_step": Param((False, True)),
-        "gather_blocks": Param((False, True)),
     },
     band=_band,
     constraints=(fixed_tiles_fit, vector_step_fits),
@@ -155,15 +136,14 @@ TUNING = Tuning(
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
           pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1,
-          vector_step: bool = False, gather_blocks: bool = False, step_cascade: int = 0, deep_values: bool = False,
-          runtime_options=None):
+          vector_step: bool = False, gather_blocks: bool = False, step_cascade: int = 0, runtime_options=None):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
     blocks in one run; ``blocks_per_step`` whole blocks make one step of a run (the rest
     one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task;
-    ``vector_step``, ``gather_blocks``, ``step_cascade`` and ``deep_values`` as in the module
-    docstring; ``runtime_options`` (hashable (name, value) pairs) go to the jit."""
+    ``vector_step``, ``gather_blocks`` and ``step_cascade`` as in the module docstring;
+    ``runtime_options`` (hashable (name, value) pairs) go to the jit."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -260,9 +240,7 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             keys = count * block_size
         if vector_step:
             return vector_attend(q_tile, k_tiles, v_tiles, scale, state)
-        tiles = fixed_tiles or (deep_values_tiles(rows, k_tiles[0].shape[0], columns, vec_rows) if deep_values
-                                else None)
-        attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, tiles,
+        attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
                     merge_vector_chain, span)
 
     def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop):
