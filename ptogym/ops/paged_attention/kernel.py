@@ -156,7 +156,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
     step_sizes = [blocks_per_step] if blocks_per_step > 1 else []
     while step_cascade and step_sizes and step_sizes[-1] // step_cascade > 1:
         step_sizes.append(step_sizes[-1] // step_cascade)
-    gather_rows = max(1, GATHER_TILE_ELEMENTS // columns)  # the gathering copies' tile rows, at most
+    # the gathering copies' tile rows for a step of each size (at most GATHER_TILE_ELEMENTS a tile)
+    gather_rows = {size: min(size * block_size, max(1, GATHER_TILE_ELEMENTS // columns)) for size in step_sizes}
     if vector_step and span != 1:
         raise ValueError(f"vector_step needs one kv head a task, not kv_head_span {kv_head_span}")
 
@@ -196,26 +197,26 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         # it in UB), and 32 rows past D = 128: pypto 0.2.0's cost model fails (ParseInput
         # BuildFunction, Errcode FFFFFF) on [64, 256] tiles of 128-key blocks at batch 2
         pypto.set_vec_tile_shapes(min(vec_rows, block_size, 16384 // head_dim if head_dim <= 128 else 32), head_dim)
-        count = len(k_tiles)
+        pieces = len(k_tiles)
         ks, vs = [], []
-        for i in range(count):
+        for i in range(pieces):
             ks.append(pypto.cast(k_tiles[i], fp32))
             vs.append(pypto.cast(v_tiles[i], fp32))
         accs, sums, maxes = [], [], []
         for g in range(group):
             q_row = pypto.cast(pypto.view(q_tile, [1, head_dim], [g, 0]), fp32)
             block_scores = []
-            for i in range(count):
+            for i in range(pieces):
                 block_scores.append(pypto.sum(pypto.mul(ks[i], q_row), dim=-1, keepdim=True))
-            s = pypto.mul(block_scores[0] if count == 1 else pypto.concat(block_scores, 0), scale)
+            s = pypto.mul(block_scores[0] if pieces == 1 else pypto.concat(block_scores, 0), scale)
             p, alpha, l_new, m_new = rescale(pypto, s, pypto.view(row_sum, [1, 1], [g, 0]),
                                              pypto.view(row_max, [1, 1], [g, 0]), dim=0)
             sums.append(l_new)
             maxes.append(m_new)
             p = pypto.cast(pypto.cast(p, dt), fp32)  # P rounded to the input dtype, as the cube path's P.V takes it
             o = None
-            for i in range(count):
-                part = p if count == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
+            for i in range(pieces):
+                part = p if pieces == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
                 term = pypto.sum(pypto.mul(vs[i], part), dim=0, keepdim=True)
                 o = term if o is None else pypto.add(o, term)
             accs.append(pypto.add(pypto.mul(pypto.view(acc, [1, head_dim], [g, 0]), alpha), o))
@@ -235,7 +236,7 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             k_tiles.append(k_tile)
             v_tiles.append(v_tile)
         if gather_blocks and count > 1:  # whole blocks: one [count * block_size, columns] tile each
-            pypto.set_vec_tile_shapes(min(count * block_size, gather_rows), columns)
+            pypto.set_vec_tile_shapes(gather_rows[count], columns)
             k_tiles, v_tiles = [pypto.concat(k_tiles, 0)], [pypto.concat(v_tiles, 0)]
             keys = count * block_size
         if vector_step:
@@ -253,7 +254,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         q_tile = task_queries(q, b, kvh)
         singles = first
         whole = (seq_len // block_size).min(stop) if step_sizes else None  # the run's blocks before it are full
-        for size in step_sizes:
+        for step in range(len(step_sizes)):
+            size = step_sizes[step]
             steps = (whole - singles).max(0) // size
             for g in pypto.loop(steps, name=f"LOOP_GROUPS_OF_{size}", idx_name="g"):
                 attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, singles + g * size,
