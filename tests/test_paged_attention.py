@@ -212,6 +212,44 @@ def test_the_operator_reads_blocks_in_place_and_only_the_upstream_variant_gather
         assert not tuned_params(kernel, **spec.extra["tuning_shape"](case)).get("gather_blocks", False), level["id"]
 
 
+def test_long_key_bands_merge_isomorphic_tasks_and_short_ones_keep_pypto_defaults():
+    """The table merges a step's same-structure tasks (cube_nbuffer, vec_nbuffer) where the
+    cost model measured it faster - the long-key levels - and leaves pypto's defaults
+    (no cube merge, its own vector merge) where it measured slower (README: Measured);
+    the upstream variant runs upstream's own options."""
+    from ptogym.tune.trial import load_level
+
+    merged = {}
+    for level in ("level0", "level1", "level2", "level3", "b1_s16k", "b16_s4k", "b64_s1k"):
+        spec, case, _, _ = load_level("paged_attention", level)
+        params = tuned_params(kernel, **spec.extra["tuning_shape"](case))
+        merged[level] = (params["cube_nbuffer"], params["vec_nbuffer"])
+    assert merged == {"level0": (1, 0), "level1": (1, 0), "level2": (1, 0), "level3": (4, 4), "b1_s16k": (8, 8),
+                      "b16_s4k": (16, 8), "b64_s1k": (8, 8)}
+    assert (kernel.VARIANTS["upstream"]["cube_nbuffer"], kernel.VARIANTS["upstream"]["vec_nbuffer"]) == (1, 0)
+
+
+def test_task_merges_reach_pypto_as_its_nbuffer_settings():
+    """cube_nbuffer / vec_nbuffer n become the jit's pass options {-1: n} beside the others;
+    pypto's defaults (1, 0) add nothing."""
+    import types
+
+    seen = []
+
+    def jit(**options):
+        seen.append(options["pass_options"])
+        return lambda function: function
+
+    fake = types.SimpleNamespace(DT_BF16="bf16", DT_FP32="fp32", DT_INT32="int32", Tensor=lambda *shape_dtype: None,
+                                 frontend=types.SimpleNamespace(jit=jit))
+    shape = dict(batch=1, heads=8, kv_heads=2, head_dim=64, num_blocks=4, block_size=16, max_blocks=4, dtype="DT_BF16")
+    reuse = (("cube_l1_reuse_setting", ((0, 8),)),)
+    kernel.build(fake, **shape, pass_options=reuse, cube_nbuffer=16, vec_nbuffer=8)
+    kernel.build(fake, **shape, pass_options=reuse)
+    assert seen == [{"cube_l1_reuse_setting": {0: 8}, "cube_nbuffer_setting": {-1: 16}, "vec_nbuffer_setting": {-1: 8}},
+                    {"cube_l1_reuse_setting": {0: 8}}]
+
+
 @pytest.mark.parametrize("batch, block_size, blocks_per_step", [(1, 16, 32), (16, 16, 32), (16, 32, 16), (1, 64, 8),
                                                                  (16, 128, 4)])
 def test_table_takes_512_keys_a_step_at_any_block_size(batch, block_size, blocks_per_step):
@@ -426,6 +464,9 @@ def test_compiles_and_matches_on_pypto_sim():
         with override(kernel, {"kv_splits": 0, "blocks_per_step": 2,
                                "runtime_options": (("stitch_function_inner_memory", 1000),)}):
             pooled = paged_attention(*args, backend="pypto-sim")  # the long bands' runtime option
+        with override(kernel, {"kv_splits": 2, "blocks_per_step": 2, "kv_head_span": 2, "fixed_tiles": None,
+                               "cube_nbuffer": 4, "vec_nbuffer": 4}):
+            merged = paged_attention(*args, backend="pypto-sim")  # isomorphic tasks merged, 4 a task
     finally:
         stop_workers()
     assert_close("out", out, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
@@ -436,3 +477,4 @@ def test_compiles_and_matches_on_pypto_sim():
     assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("cascaded", cascaded, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("pooled", pooled, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("merged", merged, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

@@ -53,6 +53,15 @@ blocks in place (AT-17; issue #22), and a gathered step moves every key and valu
 times through DDR (read, written to the workspace, read again) in a bandwidth-bound
 kernel - the cost model charges no DDR bandwidth and so favours it (README: Measured).
 
+Isomorphic tasks merged (``cube_nbuffer`` / ``vec_nbuffer`` n: pypto's pass options
+``cube_nbuffer_setting`` / ``vec_nbuffer_setting`` {-1: n}): a step of P blocks is P score
+matmuls, P P·V matmuls (each a few cube tasks along the width) and their vector
+epilogues - tasks of the same structure.  pypto's cost model dispatches every task from
+six AICPU scheduler threads at about 1 µs of their time a task, so thousands of small
+tasks, not the cube, bound the long-key bands (b16_s4k unmerged: 5136 tasks, the six
+threads busy 90% of the kernel, the cube 31%).  n of them then make one task; pypto's
+default merges no cube tasks (1) and picks a vector merge itself (0 here).
+
 The long-key bands raise the runtime's pool for a loop iteration's intermediates
 (``runtime_options`` ``stitch_function_inner_memory``; pypto's default 10 lets fewer
 sequences' steps run at once; docs/pypto-sim.md).
@@ -85,7 +94,8 @@ VARIANTS = {
                                  ("c2", ((128, 128), (128, 128), (128, 128)))),
                  "merge_vector_chain": True, "pass_options": (("cube_l1_reuse_setting", ((0, 8),)),),
                  "kv_splits": 0, "blocks_per_step": 4, "kv_head_span": 1, "vector_step": False,
-                 "gather_blocks": True, "step_cascade": 0, "runtime_options": None},
+                 "gather_blocks": True, "step_cascade": 0, "runtime_options": None, "cube_nbuffer": 1,
+                 "vec_nbuffer": 0},
     # this kernel with each step's vector chain merged into one task (AT-21), measured beside the default
     "merged": {"merge_vector_chain": True},
 }
@@ -124,6 +134,8 @@ TUNING = Tuning(
         "blocks_per_step": Param((1, 2, 4, 8, 16, 32)),
         "step_cascade": Param((0, 2, 4)),
         "runtime_options": Param((None, (("stitch_function_inner_memory", 1000),))),
+        "cube_nbuffer": Param((1, 2, 4, 8, 16, 32)),
+        "vec_nbuffer": Param((0, 2, 4, 8, 16, 32)),
         "kv_head_span": Param((1, 2, 4, 8)),
         "vector_step": Param((False, True)),
     },
@@ -136,14 +148,15 @@ TUNING = Tuning(
 def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_blocks: int, block_size: int,
           max_blocks: int, dtype: str, vec_rows: int = VEC_ROWS, fixed_tiles=None, merge_vector_chain: bool = False,
           pass_options=(), kv_splits: int = 0, blocks_per_step: int = 1, kv_head_span: int = 1,
-          vector_step: bool = False, gather_blocks: bool = False, step_cascade: int = 0, runtime_options=None):
+          vector_step: bool = False, gather_blocks: bool = False, step_cascade: int = 0, runtime_options=None,
+          cube_nbuffer: int = 1, vec_nbuffer: int = 0):
     """The jit kernel: kernel(q, k_cache, v_cache, block_table, seq_lens, out, scale); the
     tile and merge kwargs as in ``ptogym.ops.flash_attention.kernel.build``.  ``kv_splits``
     > 0 walks each sequence's blocks in that many runs at once (split-KV), else one head's
     blocks in one run; ``blocks_per_step`` whole blocks make one step of a run (the rest
     one a step); ``kv_head_span`` (its gcd with kv_heads) kv heads make one task;
-    ``vector_step``, ``gather_blocks`` and ``step_cascade`` as in the module docstring;
-    ``runtime_options`` (hashable (name, value) pairs) go to the jit."""
+    ``vector_step``, ``gather_blocks``, ``step_cascade``, ``cube_nbuffer`` and ``vec_nbuffer``
+    as in the module docstring; ``runtime_options`` (hashable (name, value) pairs) go to the jit."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
     group = heads // kv_heads
@@ -330,8 +343,12 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         else:
             per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale)
 
+    merges = {"cube_nbuffer_setting": {-1: cube_nbuffer}} if cube_nbuffer > 1 else {}
+    if vec_nbuffer:
+        merges["vec_nbuffer_setting"] = {-1: vec_nbuffer}
+
     @pypto.frontend.jit(runtime_options=dict(runtime_options or ()),
-                        pass_options={name: dict(pairs) for name, pairs in pass_options})
+                        pass_options={**{name: dict(pairs) for name, pairs in pass_options}, **merges})
     def paged_attention_kernel(
         q: pypto.Tensor([batch * heads, head_dim], dt),
         k_cache: pypto.Tensor([slots, width], dt),
