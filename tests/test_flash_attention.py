@@ -217,13 +217,20 @@ def test_case_files_use_the_call_rules():
 
 
 @pytest.mark.pypto
-@pytest.mark.parametrize("shape, causal", [((1, 40, 72, 4, 2, 64), True), ((2, 1, 50, 8, 2, 64), False)],
-                         ids=["ragged-causal-gqa", "one-token-grouped"])
+@pytest.mark.parametrize("shape, causal", [((1, 40, 72, 4, 2, 64), True), ((2, 1, 50, 8, 2, 64), False),
+                                           ((1, 200, 300, 4, 2, 64), False)],
+                         ids=["ragged-causal-gqa", "one-token-grouped", "merged-tasks"])
 def test_compiles_and_matches_on_pypto_sim(shape, causal):
-    """Real pypto: a ragged causal GQA case and a one-token case (the grouped q tile)
-    compile, simulate and compute the numbers."""
+    """Real pypto: a ragged causal GQA case, a one-token case (the grouped q tile) and a
+    non-causal one whose band merges 8 isomorphic tasks a task compile, simulate and
+    compute the numbers."""
     pytest.importorskip("pypto")
     from ptogym.backends._pypto_worker import stop_workers
+    from ptogym.ops.flash_attention import kernel
+    from ptogym.tune.table import tuned_params
+
+    merges = tuned_params(kernel, q_len=shape[1], kv_len=shape[2], causal=causal)
+    assert (merges["cube_nbuffer"], merges["vec_nbuffer"]) == ((8, 8) if shape[1] == 200 else (1, 0))
 
     q, k, v = make(*shape, seed=5)
     try:

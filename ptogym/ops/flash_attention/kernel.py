@@ -40,7 +40,7 @@ VARIANTS = {
     # for both matmuls, vector tiles [32, 64]; applied to this kernel's loop structure.
     "upstream": {"q_block": 32, "kv_block": 128, "unrolled": False, "merge_vector_chain": False,
                  "fixed_tiles": (("c1", ((32, 32), (64, 64), (128, 128))), ("v1", (32, 64)),
-                                 ("c2", ((32, 32), (64, 64), (128, 128))))},
+                                 ("c2", ((32, 32), (64, 64), (128, 128)))), "cube_nbuffer": 1, "vec_nbuffer": 0},
     # the block loops with workspaces and an unmerged vector chain, whatever the sizes
     "loops": {"unrolled": False, "merge_vector_chain": False},
     # 512-key blocks (upstream's incremental flash attention steps 512 keys at a time)
@@ -117,11 +117,29 @@ TUNING = Tuning(
         "unrolled": Param(("auto", True, False)),
         "merge_vector_chain": Param(("auto", True, False)),
         "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
+        "cube_nbuffer": Param((1, 2, 4, 8, 16, 32)),
+        "vec_nbuffer": Param((0, 2, 4, 8, 16, 32)),
     },
     band=_band,
     constraints=(_unrolled_steps_fit, fixed_tiles_fit),
     plain=VARIANTS["upstream"],
 )
+
+
+def jit_pass_options(pass_options, cube_nbuffer: int = 1, vec_nbuffer: int = 0) -> dict:
+    """The jit's pass options: the hashable (name, ((key, value), ...)) ``pass_options``,
+    then n isomorphic tasks of a loop iteration merged into one task - pypto's
+    ``cube_nbuffer_setting`` / ``vec_nbuffer_setting`` {-1: n}.  pypto's cost model
+    dispatches every task from six AICPU scheduler threads at about 1 µs of their time a
+    task, so a kernel of thousands of small same-shaped tasks (a step's matmuls, their
+    vector epilogues) waits on them, not on its cores.  pypto's defaults: no cube merge
+    (1), its own vector merge (0 here)."""
+    options = {name: dict(pairs) for name, pairs in pass_options}
+    if cube_nbuffer > 1:
+        options["cube_nbuffer_setting"] = {-1: cube_nbuffer}
+    if vec_nbuffer:
+        options["vec_nbuffer_setting"] = {-1: vec_nbuffer}
+    return options
 
 
 def first_row(q_len: int, kv_len: int, causal: bool) -> int:
@@ -219,11 +237,12 @@ def reads_mask(q_len: int, heads: int, kv_heads: int, causal: bool) -> bool:
 
 def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: int, head_dim: int, dtype: str,
           causal: bool, q_block: int = Q_BLOCK, kv_block: int = KV_BLOCK, vec_rows: int = VEC_ROWS,
-          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=(), unrolled: bool = False):
+          fixed_tiles=None, merge_vector_chain: bool = False, pass_options=(), unrolled: bool = False,
+          cube_nbuffer: int = 1, vec_nbuffer: int = 0):
     """The jit kernel: kernel(q, k, v, out, lse, mask, scale); mask [q_block, q_block] fp32 is the
     diagonal block's bias, a tensor only where the kernel reads it (``reads_mask``), else None.  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
-    ``pass_options`` (hashable (name, ((key, value), ...)) pairs) go to the jit; ``unrolled`` walks
+    ``pass_options``, ``cube_nbuffer`` and ``vec_nbuffer`` go to the jit (``jit_pass_options``); ``unrolled`` walks
     the q and key blocks of a head in Python (static views, state as values, no workspace)."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32
@@ -334,7 +353,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
     head_steps = 1 if one_token else group  # query heads per kv head visited one by one
     visit_heads = grouped_token if one_token else query_blocks
 
-    @pypto.frontend.jit(pass_options={name: dict(pairs) for name, pairs in pass_options})
+    @pypto.frontend.jit(pass_options=jit_pass_options(pass_options, cube_nbuffer, vec_nbuffer))
     def flash_attention_kernel(
         q: pypto.Tensor([batch * q_len, heads * head_dim], dt),
         k: pypto.Tensor([batch * kv_len, kv_heads * head_dim], dt),

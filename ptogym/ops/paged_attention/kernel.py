@@ -53,14 +53,12 @@ blocks in place (AT-17; issue #22), and a gathered step moves every key and valu
 times through DDR (read, written to the workspace, read again) in a bandwidth-bound
 kernel - the cost model charges no DDR bandwidth and so favours it (README: Measured).
 
-Isomorphic tasks merged (``cube_nbuffer`` / ``vec_nbuffer`` n: pypto's pass options
-``cube_nbuffer_setting`` / ``vec_nbuffer_setting`` {-1: n}): a step of P blocks is P score
-matmuls, P P·V matmuls (each a few cube tasks along the width) and their vector
-epilogues - tasks of the same structure.  pypto's cost model dispatches every task from
-six AICPU scheduler threads at about 1 µs of their time a task, so thousands of small
-tasks, not the cube, bound the long-key bands (b16_s4k unmerged: 5136 tasks, the six
-threads busy 90% of the kernel, the cube 31%).  n of them then make one task; pypto's
-default merges no cube tasks (1) and picks a vector merge itself (0 here).
+Isomorphic tasks merged (``cube_nbuffer`` / ``vec_nbuffer`` n, flash attention's
+``jit_pass_options``): a step of P blocks is P score matmuls, P P·V matmuls (each a few
+cube tasks along the width) and their vector epilogues - tasks of the same structure,
+and thousands of them, not the cube, bound the long-key bands under the cost model
+(b16_s4k unmerged: 5136 tasks, the six AICPU scheduler threads busy 90% of the kernel,
+the cube 31%).  n of them then make one task.
 
 The long-key bands raise the runtime's pool for a loop iteration's intermediates
 (``runtime_options`` ``stitch_function_inner_memory``; pypto's default 10 lets fewer
@@ -80,7 +78,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 import math
 
 from ptogym.atoms.attention import finish, rescale, start_state
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit, jit_pass_options
 from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.
@@ -343,12 +341,8 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         else:
             per_head(q, k_cache, v_cache, block_table, seq_lens, out, scale)
 
-    merges = {"cube_nbuffer_setting": {-1: cube_nbuffer}} if cube_nbuffer > 1 else {}
-    if vec_nbuffer:
-        merges["vec_nbuffer_setting"] = {-1: vec_nbuffer}
-
     @pypto.frontend.jit(runtime_options=dict(runtime_options or ()),
-                        pass_options={**{name: dict(pairs) for name, pairs in pass_options}, **merges})
+                        pass_options=jit_pass_options(pass_options, cube_nbuffer, vec_nbuffer))
     def paged_attention_kernel(
         q: pypto.Tensor([batch * heads, head_dim], dt),
         k_cache: pypto.Tensor([slots, width], dt),
