@@ -24,6 +24,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
                                     start_state, values)
+from ptogym.atoms.jit_options import jit_pass_options
 from ptogym.atoms.linear import L0A_BYTES, L0B_BYTES, L0C_BYTES, L1_BYTES, cube_tile_violations
 from ptogym.atoms.signature import optional_input
 from ptogym.tune.space import Param, Tuning, token_band
@@ -126,22 +127,6 @@ TUNING = Tuning(
 )
 
 
-def jit_pass_options(pass_options, cube_nbuffer: int = 1, vec_nbuffer: int = 0) -> dict:
-    """The jit's pass options: the hashable (name, ((key, value), ...)) ``pass_options``,
-    then n isomorphic tasks of a loop iteration merged into one task - pypto's
-    ``cube_nbuffer_setting`` / ``vec_nbuffer_setting`` {-1: n}.  pypto's cost model
-    dispatches every task from six AICPU scheduler threads at about 1 µs of their time a
-    task, so a kernel of thousands of small same-shaped tasks (a step's matmuls, their
-    vector epilogues) waits on them, not on its cores.  pypto's defaults: no cube merge
-    (1), its own vector merge (0 here)."""
-    options = {name: dict(pairs) for name, pairs in pass_options}
-    if cube_nbuffer > 1:
-        options["cube_nbuffer_setting"] = {-1: cube_nbuffer}
-    if vec_nbuffer:
-        options["vec_nbuffer_setting"] = {-1: vec_nbuffer}
-    return options
-
-
 def first_row(q_len: int, kv_len: int, causal: bool) -> int:
     """The first query row that sees a key (0 unless causal with Sq > Skv)."""
     return max(0, q_len - kv_len) if causal else 0
@@ -242,7 +227,7 @@ def build(pypto, *, batch: int, q_len: int, kv_len: int, heads: int, kv_heads: i
     """The jit kernel: kernel(q, k, v, out, lse, mask, scale); mask [q_block, q_block] fp32 is the
     diagonal block's bias, a tensor only where the kernel reads it (``reads_mask``), else None.  ``fixed_tiles`` ({"c1", "v1", "c2"}, as ``step_tiles``)
     replaces the tile rule, ``merge_vector_chain`` merges each step's vector chain into one task,
-    ``pass_options``, ``cube_nbuffer`` and ``vec_nbuffer`` go to the jit (``jit_pass_options``); ``unrolled`` walks
+    ``pass_options``, ``cube_nbuffer`` and ``vec_nbuffer`` go to the jit (``atoms.jit_options``); ``unrolled`` walks
     the q and key blocks of a head in Python (static views, state as values, no workspace)."""
     dt = getattr(pypto, dtype)
     fp32 = pypto.DT_FP32

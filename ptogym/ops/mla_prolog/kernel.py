@@ -21,6 +21,7 @@ Tokens are one dynamic axis walked with ``loop_unroll`` over the tuned table's `
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
+from ptogym.atoms.jit_options import jit_pass_options
 from ptogym.atoms.linear import (INT8_PREFILL_PASS_OPTIONS, INT8_PREFILL_TOKENS, L0C_BYTES, L1_BYTES,
                                  block_tile_shapes, cube_tile_shapes, cube_tile_violations)
 from ptogym.atoms.quant import dequant, per_token_quant
@@ -292,9 +293,8 @@ def build(pypto, *, hidden: int, q_lora_rank: int, heads: int, head_dim: int, ro
         kv_rope = rope_rows(kv_rope, count, 1, cos_rows, sin_rows, rotation)
         pypto.assemble(pypto.reshape(kv_rope, [count, rope_dim]), [token, nope], kv_out)
 
-    # options arrive as hashable (name, value) pairs; a pass option's value is itself a dict
     jit = pypto.frontend.jit(runtime_options=dict(runtime_options or ()),
-                             pass_options={name: dict(pairs) for name, pairs in pass_options or ()})
+                             pass_options=jit_pass_options(pass_options))
     if quant:
         @jit
         def mla_prolog_quant_kernel(

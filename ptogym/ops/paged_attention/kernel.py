@@ -53,12 +53,12 @@ blocks in place (AT-17; issue #22), and a gathered step moves every key and valu
 times through DDR (read, written to the workspace, read again) in a bandwidth-bound
 kernel - the cost model charges no DDR bandwidth and so favours it (README: Measured).
 
-Isomorphic tasks merged (``cube_nbuffer`` / ``vec_nbuffer`` n, flash attention's
-``jit_pass_options``): a step of P blocks is P score matmuls, P P·V matmuls (each a few
-cube tasks along the width) and their vector epilogues - tasks of the same structure,
-and thousands of them, not the cube, bound the long-key bands under the cost model
-(b16_s4k unmerged: 5136 tasks, the six AICPU scheduler threads busy 90% of the kernel,
-the cube 31%).  n of them then make one task.
+Isomorphic tasks merged (``cube_nbuffer`` / ``vec_nbuffer`` n, ``ptogym.atoms.jit_options``):
+a step of P blocks is P score matmuls, P P·V matmuls (each a few cube tasks along the
+width) and their vector epilogues - tasks of the same structure, and thousands of them,
+not the cube, bound the long-key bands under the cost model (b16_s4k unmerged: 5136
+tasks, the six AICPU scheduler threads busy 90% of the kernel, the cube 31%).  n of
+them then make one task.
 
 The long-key bands raise the runtime's pool for a loop iteration's intermediates
 (``runtime_options`` ``stitch_function_inner_memory``; pypto's default 10 lets fewer
@@ -78,7 +78,8 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 import math
 
 from ptogym.atoms.attention import finish, rescale, start_state
-from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit, jit_pass_options
+from ptogym.atoms.jit_options import jit_pass_options
+from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
 
 #: Build kwargs of other configurations, simulated side by side by the benchmarks.

@@ -29,6 +29,7 @@ large copies; n 256 above 128 tokens) and
 the (``vec_tile_rows(N)``, N) tiles of the dequant epilogue (a bias is added by the
 cube: ``linear_cube_bias``).  No torch here.
 """
+from ptogym.atoms.jit_options import jit_pass_options
 from ptogym.atoms.linear import (CUBE_TILE_PARAMS, UNROLL_ALTERNATIVES, UPSTREAM_CUBE, kernel_tile_shapes, linear,
                                  linear_cube_bias, linear_w8a8, tiles_fit)
 from ptogym.atoms.quant import per_token_quant
@@ -162,7 +163,7 @@ def build(pypto, *, k: int, n: int, dtype: str, quant: bool = False, out_dtype: 
 
     # Two signatures, each with only the inputs it reads (a bias a tensor only when given:
     # ``optional_input``); the same blocks either way.
-    options = {name: dict(pairs) for name, pairs in pass_options}
+    options = jit_pass_options(pass_options)
     if quant:
         @pypto.frontend.jit(pass_options=options)
         def rms_norm_linear_kernel(
