@@ -22,7 +22,7 @@ query heads of a kv head are stacked into one q tile instead (``grouped_token``)
 
 No torch here: ``build`` receives the ``pypto`` namespace.
 """
-from ptogym.atoms.attention import (accumulate, accumulated, finish, rescale, rescale_state, scores, standard_softmax,
+from ptogym.atoms.attention import (accumulate, accumulated, finish, raw_scores, rescale, rescale_state, standard_softmax,
                                     start_state, values)
 from ptogym.atoms.jit_options import jit_pass_options
 from ptogym.atoms.linear import L0A_BYTES, L0B_BYTES, L0C_BYTES, L1_BYTES, cube_tile_violations
@@ -163,9 +163,10 @@ def step_scores(pypto, q_tile, k_tiles, scale, keys, vec_rows: int, bias, fixed_
     tiles = dict(fixed_tiles or ()) or step_tiles(q_tile.shape[0], k_tiles[0].shape[0], q_tile.shape[1], vec_rows)
     pypto.set_cube_tile_shapes(*tiles["c1"])
     pypto.set_vec_tile_shapes(*tiles["v1"])
-    s = scores(pypto, q_tile, k_tiles, scale, keys)
+    s = raw_scores(pypto, q_tile, k_tiles, keys)
     if merge_vector_chain:
         pypto.set_pass_options(sg_set_scope=1)
+    s = pypto.mul(s, scale)
     if bias is not None:
         s = pypto.add(s, bias)
     return s, tiles
