@@ -95,11 +95,13 @@ def values(pypto, p, v_tiles, heads: int = 1, carried=None):
     One head, several tiles: the products and ``carried`` go into one workspace and one
     sum over its P + 1 row blocks adds them, a single read, where a chain of adds reads
     every piece on its own (~1400 cycles a read under the cost model; paged level2 54.8
-    -> 46.1 µs, 39.6 with ``SUM_TILE_ELEMENTS`` and 4 cube tasks merged).  ``heads`` > 1: p holds the rows of that many heads (rows / heads each)
-    and the value tiles that many heads side by side ([tile_keys, heads * D]); each
-    product's diagonal blocks (head i's rows against head i's columns) are its heads'
-    values, [rows, D], taken from each product as it comes and added in a chain (faster
-    there than a workspace: level1 86.9 against 102.8 µs, level3 131.2 against 133.7)."""
+    -> 46.1 µs, 39.6 with ``SUM_TILE_ELEMENTS`` and 4 cube tasks merged).
+
+    ``heads`` > 1: p holds the rows of that many heads (rows / heads each) and the value
+    tiles that many heads side by side ([tile_keys, heads * D]); each product's diagonal
+    blocks (head i's rows against head i's columns) are its heads' values, [rows, D],
+    taken from each product as it comes and added in a chain (faster there than a
+    workspace: level1 86.9 against 102.8 µs, level3 131.2 against 133.7)."""
     tile_keys, count = v_tiles[0].shape[0], len(v_tiles)
     rows, width = p.shape[0], v_tiles[0].shape[1]
     products = []
@@ -114,7 +116,8 @@ def values(pypto, p, v_tiles, heads: int = 1, carried=None):
         if carried is not None:
             pypto.assemble(carried, [count * rows, 0], parts)
         caller_tiles = pypto.get_vec_tile_shapes()
-        pypto.set_vec_tile_shapes(pieces, min(rows * width, max(1, SUM_TILE_ELEMENTS // pieces)))
+        columns = max(8, SUM_TILE_ELEMENTS // pieces // 8 * 8)  # 32-byte rows of fp32 (A-TILE-02)
+        pypto.set_vec_tile_shapes(pieces, min(rows * width, columns))
         summed = pypto.sum(pypto.reshape(parts, [pieces, rows * width]), dim=0, keepdim=True)
         pypto.set_vec_tile_shapes(*caller_tiles)
         return pypto.reshape(summed, [rows, width])

@@ -24,9 +24,11 @@ second loop merges the S states of each sequence head: m = max m_s, w_s = exp(m_
 out = sum w_s acc_s / sum w_s l_s (an empty split's m is ``MASKED``: w_s = 0).
 
 Several blocks a step (``blocks_per_step`` P > 1): the chain's length, not the bytes,
-sets the time, so a step may take P whole blocks at once - P score matmuls, one
-online-softmax update on their [group, P * block_size] concatenated scores, P P·V
-matmuls summed into acc.  Only full blocks go in such steps: a run's whole blocks in
+sets the time, so a step may take P whole blocks at once - P score matmuls writing
+one [group, P * block_size] score workspace, one online-softmax update on it, P P·V
+matmuls summed into acc (``atoms.attention``: with one kv head a task by one reduction
+over a workspace of the products, each read of a task costing ~1400 cycles under the
+cost model).  Only full blocks go in such steps: a run's whole blocks in
 groups of P, then what is left (fewer than P, the sequence's partial last block among
 them) one a step as before, so no step reads a block or a block-table entry past the
 run.  With ``step_cascade`` c > 1 the whole blocks left after the groups of P go in
@@ -104,14 +106,17 @@ VARIANTS = {
 GATHER_TILE_ELEMENTS = 65536
 
 
-def _band(batch, kv_len, group, block_size, head_dim):
+def _band(batch, kv_len, group, block_size, head_dim, kv_heads):
     """The batch (decode tokens) band, then the key capacity (block table width x block size)
     band, then the block size in it (how many keys a block-counted step takes), then the
     query group (Hq / Hkv: how many rows a kv head gives a task), then the block's shape
-    in that, block_size x D (the vector step's tiles)."""
+    in that, block_size x D (the vector step's tiles), then in that the (sequence, kv head)
+    pairs, batch x Hkv (how many chains of steps there are to run side by side)."""
     kv = f"{token_band(batch)}/kv:{token_band(kv_len)}"
     grouped = f"{kv}/group:{group}"
-    return token_band(batch), kv, f"{kv}/block:{block_size}", grouped, f"{grouped}/block:{block_size}x{head_dim}"
+    block = f"{grouped}/block:{block_size}x{head_dim}"
+    return (token_band(batch), kv, f"{kv}/block:{block_size}", grouped, block,
+            f"{block}/pairs:{token_band(batch * kv_heads)}")
 
 
 def vector_step_fits(params, shape):

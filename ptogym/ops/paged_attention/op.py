@@ -109,7 +109,7 @@ def table_shape(q_shape, cache_shape, table_shape) -> dict:
     batch, heads, head_dim = q_shape
     _, block_size, kv_heads, _ = cache_shape
     return {"batch": batch, "kv_len": table_shape[1] * block_size, "group": heads // kv_heads,
-            "block_size": block_size, "head_dim": head_dim}
+            "block_size": block_size, "head_dim": head_dim, "kv_heads": kv_heads}
 
 
 def tuning_shape(case) -> dict:
