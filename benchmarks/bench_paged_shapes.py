@@ -1,7 +1,7 @@
 """Paged decode attention under pypto's cost model on shapes outside the CI levels: the
 tuned table against upstream's configuration (the `upstream` variant), side by side.
 
-    python benchmarks/bench_paged_shapes.py [--only 0 3 7] [--variants default upstream]
+    python benchmarks/bench_paged_shapes.py [--only 0 3 7] [--variants default upstream] [--params JSON]
 
 Each shape is (batch, Hq, Hkv, D, block_size, sequence lengths); random bf16 q and
 caches, every sequence's blocks drawn shuffled from the pool, the block table as wide as
@@ -10,12 +10,14 @@ row per shape: µs (tasks) per variant and the table's speed-up over upstream.  
 paged_attention README's "Shapes outside the levels" table is its output.
 """
 import argparse
+import json
 import math
 
 import torch
 
 from ptogym.backends import get_backend
-from ptogym.ops.paged_attention import op
+from ptogym.ops.paged_attention import kernel, op
+from ptogym.tune.table import override
 
 SHAPES = [  # batch, Hq, Hkv, D, block_size, lengths
     (1, 8, 8, 128, 128, [100]),
@@ -58,6 +60,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", type=int, nargs="+", help="shape indices (default: all)")
     parser.add_argument("--variants", nargs="+", default=["default", "upstream"])
+    parser.add_argument("--params", type=json.loads, default={},
+                        help="build parameters on top of the tuned table for the default (a JSON object)")
     args = parser.parse_args(argv)
     sim = get_backend("pypto-sim")
     for index in args.only or range(len(SHAPES)):
@@ -66,7 +70,7 @@ def main(argv=None) -> int:
         us = {}
         cells = []
         for variant in args.variants:
-            with sim.cost_only():
+            with sim.cost_only(), override(kernel, args.params if variant == "default" else {}):
                 _, report = op.launch(*call, None, sim, None if variant == "default" else variant)
             us[variant] = report.simulated_us
             cells.append(f"{variant} {report.simulated_us:.1f} ({report.tasks})")
