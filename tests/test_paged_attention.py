@@ -199,6 +199,23 @@ def test_many_group_one_pairs_band_matches_fp64(batch, kv_heads, head_dim, seq_l
                  TOL[torch.bfloat16])
 
 
+@pytest.mark.pypto
+def test_many_group_one_pairs_band_on_pypto_sim():
+    """Real pypto compiles that band's schedule (8 kv heads a task, 4 blocks a step,
+    isomorphic tasks merged 4/4) and computes the numbers (24 pairs, ragged lengths)."""
+    pytest.importorskip("pypto")
+    from ptogym.backends._pypto_worker import stop_workers
+
+    args = make(3, 8, 8, 64, 128, [40, 7, 130], seed=3)
+    params = tuned_params(kernel, **kernel_shape(*args))
+    assert (params["vector_step"], params["kv_head_span"], params["cube_nbuffer"]) == (False, 8, 4)
+    try:
+        out = paged_attention(*args, backend="pypto-sim")
+    finally:
+        stop_workers()
+    assert_close("out", out, reference_fp64(*args, 64 ** -0.5), TOL[torch.bfloat16])
+
+
 def test_vector_step_needs_one_kv_head_a_task():
     assert kernel.TUNING.violations({"vector_step": True, "kv_head_span": 2}, {}) == [
         "vector_step: needs kv_head_span 1, not 2"]
