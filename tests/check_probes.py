@@ -2112,6 +2112,84 @@ def graph_move_then_assemble(pypto):
     return kernel
 
 
+@probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64)], outputs=(1,))
+def graph_assemble_then_move(pypto):
+    """A parameter assembled into, then moved into: accepted (the move's value stays)."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        pypto.assemble(pypto.add(x, 1.0), [0, 0], out)
+        out[:] = pypto.mul(x, 2.0)
+    return kernel
+
+
+@probe("ok", inputs=lambda: [rand(8, 64), zeros(8, 64)], outputs=(1,))
+def graph_move_then_assemble_across_loops(pypto):
+    """A parameter moved into in one loop's body, assembled into in the next one's: accepted."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        for _ in pypto.loop(1, name="LOOP_MOVE", idx_name="i"):
+            out[:] = pypto.mul(x, 2.0)
+        for _ in pypto.loop(1, name="LOOP_ASSEMBLE", idx_name="j"):
+            pypto.assemble(pypto.view(x, [4, 32], [0, 0]), [0, 0], out)
+    return kernel
+
+
+@probe("C-GRAPH-02", inputs=x_out(8, 64))
+def graph_move_then_assemble_workspace(pypto):
+    """The same rule for a pypto.tensor workspace (found zero-filling a tile, then
+    assembling query groups into it)."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        ws = pypto.tensor([8, 64], pypto.DT_FP32, "ws")
+        ws[:] = pypto.full([8, 64], 0.0, pypto.DT_FP32)
+        pypto.assemble(pypto.view(x, [4, 32], [0, 0]), [0, 0], ws)
+        out[:] = pypto.add(ws, 1.0)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def graph_assemble_then_move_workspace(pypto):
+    """The other order is accepted."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        ws = pypto.tensor([8, 64], pypto.DT_FP32, "ws")
+        pypto.assemble(pypto.exp(x), [0, 0], ws)
+        ws[:] = pypto.add(ws, 1.0)
+        out[:] = pypto.add(ws, 1.0)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def graph_move_then_assemble_workspace_across_loops(pypto):
+    """Moved in one loop's body, assembled into in the next one's: accepted."""
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        ws = pypto.tensor([8, 64], pypto.DT_FP32, "ws")
+        for _ in pypto.loop(1, name="LOOP_MOVE", idx_name="i"):
+            ws[:] = pypto.exp(x)
+        for _ in pypto.loop(1, name="LOOP_ASSEMBLE", idx_name="j"):
+            pypto.assemble(pypto.view(x, [4, 32], [0, 0]), [0, 0], ws)
+        out[:] = pypto.add(ws, 1.0)
+    return kernel
+
+
+@probe("ok", inputs=x_out(8, 64))
+def workspace_assembled_in_pieces(pypto):
+    @pypto.frontend.jit
+    def kernel(x: pypto.Tensor([8, 64], pypto.DT_FP32), out: pypto.Tensor([8, 64], pypto.DT_FP32)):
+        pypto.set_vec_tile_shapes(8, 64)
+        ws = pypto.tensor([8, 64], pypto.DT_FP32, "ws")
+        pypto.assemble(pypto.exp(pypto.view(x, [8, 32], [0, 0])), [0, 0], ws)
+        pypto.assemble(pypto.view(x, [8, 32], [0, 32]), [0, 32], ws)
+        out[:] = pypto.add(ws, 1.0)
+    return kernel
+
+
 def _blocks_by_cond(pypto, x):
     """A plain helper (not parsed by pypto: Python runs it) choosing a loop bound by pypto.cond."""
     if pypto.cond(x.shape[0] > 16):

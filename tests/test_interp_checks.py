@@ -554,6 +554,20 @@ def graph_move_then_assemble():
 
 
 @pypto.frontend.jit
+def graph_kernel_5(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
+    pypto.set_vec_tile_shapes(8, 64)
+    tile = pypto.tensor([8, 64], F32, "tile")
+    tile[:] = pypto.full([8, 64], 0.0, F32)
+    pypto.assemble(pypto.view(x, [4, 32], [0, 0]), [0, 0], tile)  # MARK: graph_move_then_assemble_workspace
+    out[:] = pypto.add(tile, 1.0)
+
+
+@case("C-GRAPH-02", "workspace 'tile': assemble after a move into it in the same loop body")
+def graph_move_then_assemble_workspace():
+    graph_kernel_5(r(8, 64), z(8, 64))
+
+
+@pypto.frontend.jit
 def uninitialised_kernel(x: pypto.Tensor([8, 64], F32), out: pypto.Tensor([8, 64], F32)):
     pypto.set_vec_tile_shapes(8, 64)
     acc = pypto.tensor([8, 64], F32, "acc")

@@ -70,9 +70,9 @@ CHECKS = {
     "C-ASSEMBLE-02": "assemble offsets must have the destination's rank and the tile its rank",
     "C-GRAPH-01": "one formal parameter cannot be both viewed and assembled into, nor assembled into after it is "
                   "read (graph cycle, pypto: F21007 \"Operation already in a group\")",
-    "C-GRAPH-02": "one parameter is written either by moves (out[:] = v, out.move(v)) or by assembles "
-                  "(pypto.assemble, out[a:b] = v), not both (pypto: F21005 \"mix assemble and common operation for "
-                  "same output\")",
+    "C-GRAPH-02": "a parameter or workspace is not assembled into (pypto.assemble, out[a:b] = v) after a move "
+                  "into it (out[:] = v, out.move(v)) in the same loop body (pypto: F21005 \"mix assemble and "
+                  "common operation for same output\")",
     "C-MEM-01": "a pypto.tensor must be written before it is read",
     "C-API-01": "elementwise operands must share one dtype",
     "C-API-02": "matmul input dtypes must pair (fp16/bf16/fp32 alike, int8 -> int32/fp32/fp16/bf16, fp8 via "

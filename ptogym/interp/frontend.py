@@ -530,6 +530,7 @@ def _iterations(items, submit_before_loop: bool = False):
     if watch is not None and submit_before_loop:
         watch.submit_barrier()
     run.loop_depth += 1
+    outer_body, run.loop_body = run.loop_body, object()  # pypto makes a loop's body a function of its own
     try:
         for item in items:
             run.loop_iterations += 1
@@ -545,6 +546,7 @@ def _iterations(items, submit_before_loop: bool = False):
             run.vec_tile, run.cube_tile = saved
     finally:
         run.loop_depth -= 1
+        run.loop_body = outer_body
         run.vec_tile, run.cube_tile = saved
 
 

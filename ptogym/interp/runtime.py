@@ -28,7 +28,7 @@ class StorageRecord:
     shape: tuple
     viewed: bool = False
     assembled: bool = False
-    write_kinds: set = field(default_factory=set)  # "move" (out[:] = v, out.move(v)) / "assemble" (C-GRAPH-02)
+    moved_in: object = None  # the loop body (KernelRun.loop_body) of its last move (C-GRAPH-02)
     read: bool = False
     written: torch.Tensor | None = None
     fully_written: bool = False
@@ -82,6 +82,7 @@ class KernelRun:
     name: str
     loop_depth: int = 0  # pypto.loop / loop_unroll bodies currently executing
     loop_iterations: int = 0  # loop iterations begun so far: the L-LOOP-02 budget, and the stamp of accesses to aliased parameters
+    loop_body: object = "kernel body"  # the body executing now: a token per pypto.loop run, or the kernel's own
     vec_tile: tuple | None = None
     cube_tile: tuple | None = None  # ((m0, m1), (k0, k1), (n0, n1), split_k)
     options: dict = field(default_factory=dict)

@@ -432,17 +432,14 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None, 
     record = dst.record
     if record is None:
         return
-    if record.kind == "param" and op != "element":  # SetTensorData is no assemble
+    if op != "element":  # SetTensorData is no assemble
+        _note_move_or_assemble(record, op)
+    if record.kind == "param" and op != "element":
         record.assembled = True
-        kind = "move" if op == "move" else "assemble"  # t[a:b] = v is an assemble in pypto
         if record.viewed:
             violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
-        elif kind == "assemble" and record.read:  # a move after a read is fine (x[:] = f(x), measured)
+        elif op != "move" and record.read:  # a move after a read is fine (x[:] = f(x), measured)
             violation("C-GRAPH-01", f"parameter {record.name!r} is assembled into after being read")
-        if record.write_kinds - {kind}:
-            violation("C-GRAPH-02", f"parameter {record.name!r}: {op} after {'a move' if kind == 'assemble' else 'an assemble'} "
-                                    f"into it (pypto F21005: \"mix assemble and common operation for same output\")")
-        record.write_kinds.add(kind)
     if record.shadow is not None:
         absolute = _compose(dst.region, region)
         if absolute is not None and not sanitized:
@@ -450,6 +447,20 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None, 
     elif record.alias is not None:
         _note_aliased(record, _compose(dst.region, region), "write", f"{op} into {record.name!r}")
     record.mark_written(_compose(dst.region, region), dst.data.device)
+
+
+def _note_move_or_assemble(record, op: str) -> None:
+    """C-GRAPH-02: pypto refuses an assemble (``pypto.assemble``, ``t[a:b] = v``) into a
+    parameter or workspace after a move (``t[:] = v``) into it in the same function - the
+    kernel's body or one loop's - and accepts an assemble then a move, or a move and an
+    assemble in different loops' bodies (probes ``graph_*``)."""
+    body = runtime.current().loop_body
+    if op == "move":
+        record.moved_in = body
+    elif record.moved_in is body:
+        what = "parameter" if record.kind == "param" else "workspace"
+        violation("C-GRAPH-02", f"{what} {record.name!r}: {op} after a move into it in the same loop body "
+                                f"(pypto F21005: \"mix assemble and common operation for same output\")")
 
 
 def _note_aliased(record, region, access: str, what: str) -> None:
