@@ -433,13 +433,13 @@ def _note_write(dst: Tensor, region, op: str, rows: torch.Tensor | None = None, 
     if record is None:
         return
     if op != "element":  # SetTensorData is no assemble
+        if record.kind == "param":
+            record.assembled = True
+            if record.viewed:
+                violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
+            elif op != "move" and record.read:  # a move after a read is fine (x[:] = f(x), measured)
+                violation("C-GRAPH-01", f"parameter {record.name!r} is assembled into after being read")
         _note_move_or_assemble(record, op)
-    if record.kind == "param" and op != "element":
-        record.assembled = True
-        if record.viewed:
-            violation("C-GRAPH-01", f"parameter {record.name!r} is both viewed and assembled into")
-        elif op != "move" and record.read:  # a move after a read is fine (x[:] = f(x), measured)
-            violation("C-GRAPH-01", f"parameter {record.name!r} is assembled into after being read")
     if record.shadow is not None:
         absolute = _compose(dst.region, region)
         if absolute is not None and not sanitized:
