@@ -289,6 +289,19 @@ def test_task_merges_reach_pypto_as_its_nbuffer_settings():
                     {"cube_l1_reuse_setting": {0: 8}}]
 
 
+@pytest.mark.parametrize("group, head_dim, kv_heads, tiles", [(8, 64, 1, "wide"), (1, 128, 8, "wide"), (4, 64, 2, None)])
+def test_block16_band_takes_the_wide_softmax_tile(group, head_dim, kv_heads, tiles):
+    """<= 16 sequences, <= 1024 keys, 16-key blocks: upstream's cube tiles beside a [16, 256]
+    softmax tile (README: "The q tile in the step's body"); the group-4 band, several kv
+    heads a task, keeps its own tile rule."""
+    params = tuned_params(kernel, batch=3, kv_len=320, group=group, block_size=16, head_dim=head_dim,
+                          kv_heads=kv_heads)
+    expected = kernel.WIDE_SOFTMAX_TILES if tiles == "wide" else None
+    assert params["fixed_tiles"] == expected
+    assert dict(kernel.WIDE_SOFTMAX_TILES)["v1"] == (16, 256)
+    assert dict(kernel.WIDE_SOFTMAX_TILES)["c1"] == dict(kernel.VARIANTS["upstream"]["fixed_tiles"])["c1"]
+
+
 @pytest.mark.parametrize("batch, block_size, blocks_per_step", [(1, 16, 32), (16, 16, 32), (16, 32, 16), (1, 64, 8),
                                                                  (16, 128, 4)])
 def test_table_takes_512_keys_a_step_at_any_block_size(batch, block_size, blocks_per_step):

@@ -102,6 +102,11 @@ VARIANTS = {
 }
 
 
+#: upstream's cube tiles with a [16, 256] softmax tile: one tile holds a 16-row group's
+#: scores of 16 blocks of 16 keys (measured at block 16: README, "Fewer reads a step")
+WIDE_SOFTMAX_TILES = tuple((name, (16, 256)) if name == "v1" else (name, tiles)
+                           for name, tiles in VARIANTS["upstream"]["fixed_tiles"])
+
 #: the gathering copies' vector tile, in elements (128 KB of bf16 / fp16: [128, 512] compiles, [128, 1024] hangs pypto)
 GATHER_TILE_ELEMENTS = 65536
 
@@ -132,7 +137,7 @@ TUNING = Tuning(
     params={
         "vec_rows": Param((VEC_ROWS, 16, 64, 128)),
         "merge_vector_chain": Param((False, True)),
-        "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"])),
+        "fixed_tiles": Param((None, VARIANTS["upstream"]["fixed_tiles"], WIDE_SOFTMAX_TILES)),
         "pass_options": Param(((), VARIANTS["upstream"]["pass_options"])),
         "kv_splits": Param((0, 2, 4, 8, 16, 32)),
         "blocks_per_step": Param((1, 2, 4, 8, 16, 32)),
@@ -268,18 +273,23 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                  pypto.tensor([rows, 1], fp32, "row_max"))
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         start_state(pypto, *state)
-        q_tile = task_queries(q, b, kvh)
+        # one kv head's q tile is a view, taken in each step's body: taken once before the
+        # loops pypto copies it into a workspace (a task on every chain's critical path)
+        shared_q = task_queries(q, b, kvh) if span > 1 else None
+
+        def queries():
+            return shared_q if shared_q is not None else task_queries(q, b, kvh)
         singles = first
         whole = (seq_len // block_size).min(stop) if step_sizes else None  # the run's blocks before it are full
         for step in range(len(step_sizes)):
             size = step_sizes[step]
             steps = (whole - singles).max(0) // size
             for g in pypto.loop(steps, name=f"LOOP_GROUPS_OF_{size}", idx_name="g"):
-                attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, singles + g * size,
+                attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, singles + g * size,
                               size, block_size, state)
             singles = singles + steps * size
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
-            attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, j, 1,
+            attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1,
                           (seq_len - j * block_size).min(block_size), state)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         return state
