@@ -79,7 +79,7 @@ No torch here: ``build`` receives the ``pypto`` namespace.
 """
 import math
 
-from ptogym.atoms.attention import finish, rescale, start_state
+from ptogym.atoms.attention import MASKED, finish, rescale, start_state
 from ptogym.atoms.jit_options import jit_pass_options
 from ptogym.ops.flash_attention.kernel import VEC_ROWS, attend_step, fixed_tiles_fit
 from ptogym.tune.space import Param, Tuning, token_band
@@ -211,9 +211,12 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             row_blocks.append(pypto.concat(pieces, 1))
         return pypto.concat(row_blocks, 0)
 
-    def vector_attend(q_tile, k_tiles, v_tiles, scale, state):
+    def vector_attend(q_tile, k_tiles, v_tiles, scale, state, fresh):
         """One step with no cube (``vector_step``): per query row g, its scores are the row
-        sums of K * q_g ([keys, 1], a column), and its P.V the column sums of V * p."""
+        sums of K * q_g ([keys, 1], a column), and its P.V the column sums of V * p.
+        ``fresh``: the chain's first step, which reads no state - its old l and m are the
+        start state's 0 and ``MASKED`` as constants and its acc is its P.V alone (the same
+        numbers the start state gives: alpha = exp(MASKED - m) is an exact 0)."""
         acc, row_sum, row_max = state
         # at most 64 KB of fp32 a tile (pypto.sum's reduction buffer and result rows sit beside
         # it in UB), and 32 rows past D = 128: pypto 0.2.0's cost model fails (ParseInput
@@ -231,8 +234,11 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             for i in range(pieces):
                 block_scores.append(pypto.sum(pypto.mul(ks[i], q_row), dim=-1, keepdim=True))
             s = pypto.mul(block_scores[0] if pieces == 1 else pypto.concat(block_scores, 0), scale)
-            p, alpha, l_new, m_new = rescale(pypto, s, pypto.view(row_sum, [1, 1], [g, 0]),
-                                             pypto.view(row_max, [1, 1], [g, 0]), dim=0)
+            if fresh:
+                old_sum, old_max = pypto.full([1, 1], 0.0, fp32), pypto.full([1, 1], MASKED, fp32)
+            else:
+                old_sum, old_max = pypto.view(row_sum, [1, 1], [g, 0]), pypto.view(row_max, [1, 1], [g, 0])
+            p, alpha, l_new, m_new = rescale(pypto, s, old_sum, old_max, dim=0)
             sums.append(l_new)
             maxes.append(m_new)
             p = pypto.cast(pypto.cast(p, dt), fp32)  # P rounded to the input dtype, as the cube path's P.V takes it
@@ -241,16 +247,16 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                 part = p if pieces == 1 else pypto.view(p, [block_size, 1], [i * block_size, 0])
                 term = pypto.sum(pypto.mul(vs[i], part), dim=0, keepdim=True)
                 o = term if o is None else pypto.add(o, term)
-            accs.append(pypto.add(pypto.mul(pypto.view(acc, [1, head_dim], [g, 0]), alpha), o))
+            accs.append(o if fresh else pypto.add(pypto.mul(pypto.view(acc, [1, head_dim], [g, 0]), alpha), o))
         if group == 1:
             acc[:], row_sum[:], row_max[:] = accs[0], sums[0], maxes[0]
         else:
             acc[:], row_sum[:], row_max[:] = (pypto.concat(accs, 0), pypto.concat(sums, 0),
                                               pypto.concat(maxes, 0))
 
-    def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, count, keys, state):
+    def attend_blocks(q_tile, k_cache, v_cache, block_table, scale, b, kvh, first, count, keys, state, fresh=False):
         """One step over ``count`` logical blocks from ``first`` (the last with ``keys``
-        valid rows; several only when whole)."""
+        valid rows; several only when whole); ``fresh`` as in ``vector_attend``."""
         k_tiles, v_tiles = [], []
         for i in range(count):
             k_tile, v_tile = kv_tiles(k_cache, v_cache, block_table, b, kvh, first + i, keys if i == count - 1
@@ -262,7 +268,7 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
             k_tiles, v_tiles = [pypto.concat(k_tiles, 0)], [pypto.concat(v_tiles, 0)]
             keys = count * block_size
         if vector_step:
-            return vector_attend(q_tile, k_tiles, v_tiles, scale, state)
+            return vector_attend(q_tile, k_tiles, v_tiles, scale, state, fresh)
         attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
                     merge_vector_chain, span)
 
@@ -271,8 +277,12 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         b after its logical blocks [first, stop) (of the sequence's seq_len keys)."""
         state = (pypto.tensor([rows, head_dim], fp32, "acc"), pypto.tensor([rows, 1], fp32, "row_sum"),
                  pypto.tensor([rows, 1], fp32, "row_max"))
-        pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
-        start_state(pypto, *state)
+        # a vector-step chain of single blocks over a whole sequence has a first block: that
+        # step starts the state itself, and the three fill tasks a chain are not needed
+        peeled = vector_step and not step_sizes and not kv_splits
+        if not peeled:
+            pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+            start_state(pypto, *state)
         # one kv head's q tile is a view, taken in each step's body: taken once before the
         # loops pypto copies it into a workspace (a task on every chain's critical path)
         shared_q = task_queries(q, b, kvh) if span > 1 else None
@@ -280,6 +290,10 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         def queries():
             return shared_q if shared_q is not None else task_queries(q, b, kvh)
         singles = first
+        if peeled:
+            attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, first, 1,
+                          (seq_len - first * block_size).min(block_size), state, fresh=True)
+            singles = first + 1
         whole = (seq_len // block_size).min(stop) if step_sizes else None  # the run's blocks before it are full
         for step in range(len(step_sizes)):
             size = step_sizes[step]
