@@ -162,8 +162,9 @@ def test_vector_step_matches_fp64(vec_rows, kv_splits, blocks_per_step, batch, h
                                   seq_lens, dtype):
     """Both products on the vector unit (row sums of K * q, column sums of V * p), per query
     row of the group, with splits, grouped whole blocks and partial last blocks; with single
-    blocks and no split the first step starts the state itself (no fills), one-block
-    sequences included."""
+    blocks and no split the chain is one loop whose first step starts the state itself
+    (no fills) and whose last writes the output (pypto.cond branches), one-block
+    sequences (both in one step) included."""
     args = make(batch, heads, kv_heads, head_dim, block_size, seq_lens, dtype=dtype, seed=sum(seq_lens) + 7)
     with override(kernel, {"vector_step": True, "vec_rows": vec_rows, "kv_head_span": 1, "kv_splits": kv_splits,
                            "blocks_per_step": blocks_per_step}):
@@ -515,7 +516,7 @@ def test_compiles_and_matches_on_pypto_sim():
             vector = paged_attention(*args, backend="pypto-sim")  # no cube: both products on the vector unit
         with override(kernel, {"vector_step": True, "vec_rows": 128, "kv_head_span": 1, "blocks_per_step": 1,
                                "kv_splits": 0}):
-            peeled = paged_attention(*args, backend="pypto-sim")  # the first step starts the state, no fills
+            one_loop = paged_attention(*args, backend="pypto-sim")  # first / last steps as cond branches
         with override(kernel, {"kv_splits": 0, "blocks_per_step": 4, "step_cascade": 2}):
             cascaded = paged_attention(*args, backend="pypto-sim")  # 40 keys: no group of 4, one of 2, 1 single
         with override(kernel, {"kv_splits": 0, "blocks_per_step": 2,
@@ -532,7 +533,7 @@ def test_compiles_and_matches_on_pypto_sim():
     assert_close("gathered", gathered, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("spanned", spanned, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("vector", vector, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
-    assert_close("peeled", peeled, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
+    assert_close("one_loop", one_loop, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("cascaded", cascaded, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("pooled", pooled, reference_fp64(*args, 0.125), TOL[torch.bfloat16])
     assert_close("merged", merged, reference_fp64(*args, 0.125), TOL[torch.bfloat16])

@@ -272,15 +272,18 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         attend_step(pypto, q_tile, k_tiles, v_tiles, scale, keys, state, dt, vec_rows, None, fixed_tiles,
                     merge_vector_chain, span)
 
-    def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop):
+    # a vector-step chain of single blocks over a whole sequence is one loop of at least one
+    # step (upstream's structure): its first step starts the state itself (no fill tasks) and
+    # its last one ends the chain (the division in that step's task, not one more)
+    one_loop = vector_step and not step_sizes and not kv_splits
+
+    def head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, first, stop, on_last=None):
         """The state (acc, l, m) of the query heads of kv heads [kvh, kvh + span) of sequence
-        b after its logical blocks [first, stop) (of the sequence's seq_len keys)."""
+        b after its logical blocks [first, stop) (of the sequence's seq_len keys); with
+        ``one_loop``, ``on_last(state)`` runs in the last step's body instead."""
         state = (pypto.tensor([rows, head_dim], fp32, "acc"), pypto.tensor([rows, 1], fp32, "row_sum"),
                  pypto.tensor([rows, 1], fp32, "row_max"))
-        # a vector-step chain of single blocks over a whole sequence has a first block: that
-        # step starts the state itself, and the three fill tasks a chain are not needed
-        peeled = vector_step and not step_sizes and not kv_splits
-        if not peeled:
+        if not one_loop:
             pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
             start_state(pypto, *state)
         # one kv head's q tile is a view, taken in each step's body: taken once before the
@@ -290,10 +293,6 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
         def queries():
             return shared_q if shared_q is not None else task_queries(q, b, kvh)
         singles = first
-        if peeled:
-            attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, first, 1,
-                          (seq_len - first * block_size).min(block_size), state, fresh=True)
-            singles = first + 1
         whole = (seq_len // block_size).min(stop) if step_sizes else None  # the run's blocks before it are full
         for step in range(len(step_sizes)):
             size = step_sizes[step]
@@ -303,17 +302,31 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                               size, block_size, state)
             singles = singles + steps * size
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
-            attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1,
-                          (seq_len - j * block_size).min(block_size), state)
+            keys = (seq_len - j * block_size).min(block_size)
+            if one_loop:
+                if pypto.cond(pypto.is_loop_begin(j)):
+                    attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state,
+                                  fresh=True)
+                else:
+                    attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state)
+                if pypto.cond(pypto.is_loop_end(j)):
+                    pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+                    on_last(state)
+            else:
+                attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         return state
 
     def sequence_head(q, k_cache, v_cache, block_table, out, scale, b, kvh, seq_len):
         """The query heads of kv heads [kvh, kvh + span) of sequence b against its seq_len keys."""
+        def write_out(state):
+            o, _ = finish(pypto, *state)
+            pypto.assemble(pypto.cast(o, dt), [b * heads + kvh * group, 0], out)
+
         state = head_blocks(q, k_cache, v_cache, block_table, scale, b, kvh, seq_len, 0,
-                            pypto.ceildiv(seq_len, block_size))
-        o, _ = finish(pypto, *state)
-        pypto.assemble(pypto.cast(o, dt), [b * heads + kvh * group, 0], out)
+                            pypto.ceildiv(seq_len, block_size), write_out)
+        if not one_loop:
+            write_out(state)
 
     def split_part(q, k_cache, v_cache, block_table, seq_lens, scale, parts, t):
         """Split ``t`` (sequence b, kv heads from kvh, split s): the query heads of those kv
