@@ -302,18 +302,19 @@ def build(pypto, *, batch: int, heads: int, kv_heads: int, head_dim: int, num_bl
                               size, block_size, state)
             singles = singles + steps * size
         for j in pypto.loop(singles, stop, name="LOOP_BLOCKS", idx_name="j"):
-            keys = (seq_len - j * block_size).min(block_size)
-            if one_loop:
-                if pypto.cond(pypto.is_loop_begin(j)):
-                    attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state,
-                                  fresh=True)
-                else:
-                    attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state)
-                if pypto.cond(pypto.is_loop_end(j)):
-                    pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
-                    on_last(state)
+            def block_step(fresh=False):
+                attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1,
+                              (seq_len - j * block_size).min(block_size), state, fresh)
+            if not one_loop:
+                block_step()
+                continue
+            if pypto.cond(pypto.is_loop_begin(j)):
+                block_step(fresh=True)
             else:
-                attend_blocks(queries(), k_cache, v_cache, block_table, scale, b, kvh, j, 1, keys, state)
+                block_step()
+            if pypto.cond(pypto.is_loop_end(j)):
+                pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
+                on_last(state)
         pypto.set_vec_tile_shapes(min(vec_rows, rows), head_dim)
         return state
 
